@@ -1,0 +1,187 @@
+//! Wire types shared by the eBPF programs and userspace: plain `#[repr(C)]` data, explicit
+//! padding, size asserts and constants. No logic, no `bool`, no Rust enums across the kernel
+//! boundary (the kernel side writes raw integers; userspace validates them).
+#![no_std]
+
+/// Event kinds, as written by the kernel into [`RawEvent::kind`].
+pub mod kind {
+    /// `block_bio_queue`: a bio entered the block layer (blktrace Q).
+    pub const BIO_QUEUE: u16 = 1;
+    /// `block_getrq`: a request was allocated for a bio (G).
+    pub const GETRQ: u16 = 2;
+    /// `block_bio_backmerge`: bio appended to an existing request (M).
+    pub const BIO_BACKMERGE: u16 = 3;
+    /// `block_bio_frontmerge`: bio prepended to an existing request (F).
+    pub const BIO_FRONTMERGE: u16 = 4;
+    /// `block_rq_merge`: a request was merged into another one and disappears (M on the rq).
+    pub const RQ_MERGE: u16 = 5;
+    /// `block_rq_insert`: request handed to the I/O scheduler (I).
+    pub const RQ_INSERT: u16 = 6;
+    /// `block_rq_issue`: request issued to the driver (D).
+    pub const RQ_ISSUE: u16 = 7;
+    /// `block_rq_complete`: (part of) a request completed (C). `aux` = bytes completed.
+    pub const RQ_COMPLETE: u16 = 8;
+    /// `block_rq_requeue`: request put back by the driver (R).
+    pub const RQ_REQUEUE: u16 = 9;
+    /// `block_plug`: a plug started on a queue (P).
+    pub const PLUG: u16 = 10;
+    /// `block_unplug`: plugged requests released. `aux` = depth, `error` = 1 if explicit (U) or
+    /// 0 if from the timer/schedule path (UT).
+    pub const UNPLUG: u16 = 11;
+    /// `block_split`: bio split. `aux` = the new (second part's) start sector (X).
+    pub const SPLIT: u16 = 12;
+    /// `block_bio_complete`: a bio completed on a bio-based device (C for bios).
+    pub const BIO_COMPLETE: u16 = 13;
+    /// `block_io_start`: request accounting started (6.5+).
+    pub const IO_START: u16 = 14;
+    /// `block_io_done`: request accounting finished (6.5+).
+    pub const IO_DONE: u16 = 15;
+    /// Emitted at issue for every bio chained in the request: links `bio` to `rq`, so bios that
+    /// were merged (whose merge tracepoint carries no request) are attributed to their request
+    /// exactly. `aux` = position in the chain (0 = first bio).
+    pub const BIO_IN_RQ: u16 = 16;
+    /// `kyber_throttled`: kyber refused a token for a domain. `aux` = domain index.
+    pub const KYBER_THROTTLED: u16 = 17;
+    /// `kyber_adjust`: kyber changed a domain's depth. `aux` = domain | depth << 32.
+    pub const KYBER_ADJUST: u16 = 18;
+    /// `wbt_step`: writeback throttling changed its scale step. `aux` = step (as i64).
+    pub const WBT_STEP: u16 = 19;
+    /// `wbt_timer`: writeback throttling timer fired. `aux` = inflight | step << 32.
+    pub const WBT_TIMER: u16 = 20;
+    /// One past the largest kind.
+    pub const MAX: u16 = 21;
+}
+
+/// Indices into the per-CPU `STATS` array.
+pub mod stat {
+    /// Events that could not be reserved in the ring buffer (lost).
+    pub const LOST: u32 = 0;
+    /// `bpf_probe_read_kernel` failures (the event was still sent, with zeroed fields).
+    pub const READ_ERRORS: u32 = 1;
+    /// Events submitted to the ring buffer.
+    pub const SENT: u32 = 2;
+    pub const COUNT: u32 = 4;
+}
+
+/// Map and global names, so both sides agree.
+pub const MAP_EVENTS: &str = "EVENTS";
+pub const MAP_STATS: &str = "STATS";
+pub const MAP_DEVICES: &str = "DEVICES";
+pub const GLOBAL_CONFIG: &str = "CONFIG";
+
+/// Absent field marker in [`Offsets`]: the program skips the read and leaves the field zero.
+pub const NO_OFFSET: u32 = u32::MAX;
+
+/// Byte offsets of the kernel struct fields the programs read, found in the running kernel's
+/// BTF at load time (never hard-coded: they differ between kernels and configs).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Offsets {
+    pub rq_q: u32,
+    pub rq_bio: u32,
+    pub rq_sector: u32,
+    pub rq_data_len: u32,
+    pub rq_cmd_flags: u32,
+    pub rq_ioprio: u32,
+    pub q_disk: u32,
+    pub disk_major: u32,
+    pub disk_first_minor: u32,
+    pub bio_bdev: u32,
+    pub bio_opf: u32,
+    pub bio_sector: u32,
+    pub bio_size: u32,
+    pub bio_ioprio: u32,
+    pub bio_next: u32,
+    pub bio_status: u32,
+    pub bio_blkg: u32,
+    pub bdev_disk: u32,
+    pub blkg_blkcg: u32,
+    pub css_cgroup: u32,
+    pub cgroup_kn: u32,
+    pub kn_id: u32,
+    /// Offset of `css` inside `struct blkcg` (usually 0).
+    pub blkcg_css: u32,
+    pub _pad: u32,
+}
+
+/// Which tracepoint argument holds what, read from the `btf_trace_block_*` prototypes (the
+/// `block_rq_*` tracepoints lost their `request_queue` argument in 5.11, for example).
+/// Indices count the tracepoint's own arguments, starting at 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct ArgLayout {
+    /// `block_rq_complete`: index of `blk_status_t error`, of `unsigned int nr_bytes`.
+    pub rq_complete_error: u32,
+    pub rq_complete_nr_bytes: u32,
+    /// Index of the `struct request *` in the `block_rq_*` tracepoints.
+    pub rq_arg: u32,
+    /// `block_bio_complete`: index of the `struct bio *`.
+    pub bio_complete_bio: u32,
+    /// `block_unplug`: index of depth, of explicit.
+    pub unplug_depth: u32,
+    pub unplug_explicit: u32,
+    /// `block_split`: index of the new sector.
+    pub split_new_sector: u32,
+    pub _pad: u32,
+}
+
+/// Global configuration handed to the programs with `EbpfLoader::override_global`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Our own process: its bios are not traced.
+    pub self_tgid: u32,
+    /// 1: only devices in the `DEVICES` map produce events; 0: every device.
+    pub filter_devices: u32,
+    /// Submit with a wake-up only once this many bytes wait in the ring (batching wake-ups is
+    /// most of the cost difference between a naive and a cheap recorder).
+    pub wakeup_bytes: u64,
+    /// Read the cgroup from the bio's blkcg (1) or from the current task (0).
+    pub bio_cgroup: u32,
+    pub _pad: u32,
+    pub off: Offsets,
+    pub args: ArgLayout,
+}
+
+/// One event, as the kernel writes it into the ring buffer. 96 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RawEvent {
+    /// `bpf_ktime_get_ns()` (CLOCK_MONOTONIC).
+    pub ts_ns: u64,
+    /// `struct request *` (0 if the event is about a bio only): the request identity.
+    pub rq: u64,
+    /// `struct bio *` (0 if none).
+    pub bio: u64,
+    pub sector: u64,
+    /// cgroup v2 id (kernfs node id) of the bio's blkcg or of the current task.
+    pub cgroup_id: u64,
+    /// Kind-specific value, see [`kind`].
+    pub aux: u64,
+    pub pid: u32,
+    pub tgid: u32,
+    /// Kernel `dev_t`: `major << 20 | minor`, of the whole disk.
+    pub dev: u32,
+    pub bytes: u32,
+    /// Raw `blk_opf_t` (`REQ_OP_*` in the low bits and `REQ_*` flags); decoded in userspace
+    /// with the bit numbers read from the kernel's BTF.
+    pub cmd_flags: u32,
+    /// Completion status (`blk_status_t`) for completions; see [`kind`] for others.
+    pub error: i32,
+    pub kind: u16,
+    pub cpu: u16,
+    pub ioprio: u16,
+    pub _pad: u16,
+    pub comm: [u8; 16],
+}
+
+const _: () = assert!(core::mem::size_of::<RawEvent>() == 96);
+const _: () = assert!(core::mem::size_of::<Offsets>() == 96);
+const _: () = assert!(core::mem::size_of::<ArgLayout>() == 32);
+const _: () = assert!(core::mem::size_of::<Config>() == 152);
+
+#[cfg(feature = "user")]
+mod user {
+    // SAFETY: plain-old-data, `#[repr(C)]`, every bit pattern valid, explicit padding.
+    unsafe impl aya::Pod for super::Config {}
+}
