@@ -60,6 +60,9 @@ pub mod stat {
     pub const READ_ERRORS: u32 = 1;
     /// Events submitted to the ring buffer.
     pub const SENT: u32 = 2;
+    /// Requests whose bio chain was longer than the issue program walks: their later bios
+    /// have no BIO_IN_RQ link.
+    pub const CHAIN_TRUNCATED: u32 = 3;
     pub const COUNT: u32 = 4;
 }
 
@@ -104,27 +107,6 @@ pub struct Offsets {
     pub _pad: u32,
 }
 
-/// Which tracepoint argument holds what, read from the `btf_trace_block_*` prototypes (the
-/// `block_rq_*` tracepoints lost their `request_queue` argument in 5.11, for example).
-/// Indices count the tracepoint's own arguments, starting at 0.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct ArgLayout {
-    /// `block_rq_complete`: index of `blk_status_t error`, of `unsigned int nr_bytes`.
-    pub rq_complete_error: u32,
-    pub rq_complete_nr_bytes: u32,
-    /// Index of the `struct request *` in the `block_rq_*` tracepoints.
-    pub rq_arg: u32,
-    /// `block_bio_complete`: index of the `struct bio *`.
-    pub bio_complete_bio: u32,
-    /// `block_unplug`: index of depth, of explicit.
-    pub unplug_depth: u32,
-    pub unplug_explicit: u32,
-    /// `block_split`: index of the new sector.
-    pub split_new_sector: u32,
-    pub _pad: u32,
-}
-
 /// Global configuration handed to the programs with `EbpfLoader::override_global`.
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
@@ -140,7 +122,6 @@ pub struct Config {
     pub bio_cgroup: u32,
     pub _pad: u32,
     pub off: Offsets,
-    pub args: ArgLayout,
 }
 
 /// One event, as the kernel writes it into the ring buffer. 96 bytes.
@@ -177,8 +158,7 @@ pub struct RawEvent {
 
 const _: () = assert!(core::mem::size_of::<RawEvent>() == 96);
 const _: () = assert!(core::mem::size_of::<Offsets>() == 96);
-const _: () = assert!(core::mem::size_of::<ArgLayout>() == 32);
-const _: () = assert!(core::mem::size_of::<Config>() == 152);
+const _: () = assert!(core::mem::size_of::<Config>() == 120);
 
 #[cfg(feature = "user")]
 mod user {

@@ -1,2 +1,496 @@
+//! Kernel side of iosched-trace: one small program per block tracepoint, each turning the
+//! tracepoint's `struct request *` / `struct bio *` into a [`RawEvent`] in the `EVENTS` ring.
+//!
+//! What this side must not do: decide anything userspace can decide later. It filters (device,
+//! our own process), reads the few fields the event needs at offsets userspace found in the
+//! running kernel's BTF, and counts every failure. It never panics.
 #![no_std]
 #![no_main]
+
+use aya_ebpf::{
+    bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
+    helpers::{
+        bpf_get_current_pid_tgid, bpf_probe_read_kernel,
+        generated::{
+            bpf_get_current_cgroup_id, bpf_get_current_comm as bpf_get_current_comm_raw,
+            bpf_get_smp_processor_id, bpf_ktime_get_ns,
+        },
+    },
+    macros::{btf_tracepoint, map},
+    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+    programs::BtfTracePointContext,
+};
+use iosched_trace_common::{
+    Config, NO_OFFSET, Offsets, RawEvent,
+    kind::{self, *},
+    stat,
+};
+
+/// Filled in by userspace (`EbpfLoader::override_global`) before load. It lives in `.rodata`,
+/// which aya freezes, so the verifier sees its fields as constants: unused branches (for
+/// example the device filter when tracing every device) cost nothing.
+#[unsafe(no_mangle)]
+static CONFIG: Config = Config {
+    self_tgid: 0,
+    filter_devices: 0,
+    wakeup_bytes: 0,
+    bio_cgroup: 0,
+    _pad: 0,
+    off: Offsets {
+        rq_q: NO_OFFSET,
+        rq_bio: NO_OFFSET,
+        rq_sector: NO_OFFSET,
+        rq_data_len: NO_OFFSET,
+        rq_cmd_flags: NO_OFFSET,
+        rq_ioprio: NO_OFFSET,
+        q_disk: NO_OFFSET,
+        disk_major: NO_OFFSET,
+        disk_first_minor: NO_OFFSET,
+        bio_bdev: NO_OFFSET,
+        bio_opf: NO_OFFSET,
+        bio_sector: NO_OFFSET,
+        bio_size: NO_OFFSET,
+        bio_ioprio: NO_OFFSET,
+        bio_next: NO_OFFSET,
+        bio_status: NO_OFFSET,
+        bio_blkg: NO_OFFSET,
+        bdev_disk: NO_OFFSET,
+        blkg_blkcg: NO_OFFSET,
+        css_cgroup: NO_OFFSET,
+        cgroup_kn: NO_OFFSET,
+        kn_id: NO_OFFSET,
+        blkcg_css: NO_OFFSET,
+        _pad: 0,
+    },
+};
+
+/// The event stream. Its size is set by userspace at load (`--ring-size`).
+#[map(name = "EVENTS")]
+static EVENTS: RingBuf = RingBuf::with_byte_size(16 << 20, 0);
+
+/// Per-CPU counters, indexed by `iosched_trace_common::stat`.
+#[map(name = "STATS")]
+static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
+
+/// Devices to trace (kernel `dev_t` of whole disks), when `CONFIG.filter_devices` is set.
+#[map(name = "DEVICES")]
+static DEVICES: HashMap<u32, u8> = HashMap::with_max_entries(256, 0);
+
+/// `struct request_queue *` or `struct block_device *` -> `dev_t | traced << 32`. Resolving a
+/// device takes three dependent reads; with the cache an event pays one lookup.
+#[map(name = "DEVCACHE")]
+static DEVCACHE: LruHashMap<u64, u64> = LruHashMap::with_max_entries(4096, 0);
+
+/// The longest bio chain walked at issue (each step is verified separately, so this bounds
+/// the program's verification cost). Longer chains are counted in `stat::CHAIN_TRUNCATED`,
+/// never silently cut.
+const MAX_CHAIN: u32 = 128;
+
+macro_rules! config {
+    ($($field:tt)+) => {
+        // SAFETY: CONFIG is a plain static; the volatile read stops the compiler from folding
+        // the build-time default, since userspace rewrites it before load.
+        unsafe { core::ptr::read_volatile(&CONFIG.$($field)+) }
+    };
+}
+
+#[inline(always)]
+fn count(index: u32) {
+    if let Some(counter) = STATS.get_ptr_mut(index) {
+        // SAFETY: per-CPU slot, this program is the only writer on this CPU while it runs.
+        unsafe { *counter += 1 };
+    }
+}
+
+/// Reads a `T` at `base + off`; `None` (and an error count) if the read faults, or if the
+/// offset is absent in this kernel.
+#[inline(always)]
+fn read<T>(base: u64, off: u32, errors: &mut u32) -> Option<T> {
+    if base == 0 || off == NO_OFFSET {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel validates the address; a bad one returns an error.
+    match unsafe { bpf_probe_read_kernel((base + off as u64) as *const T) } {
+        Ok(value) => Some(value),
+        Err(_) => {
+            *errors += 1;
+            None
+        }
+    }
+}
+
+/// Whole-disk `dev_t` of the queue or block device `key`, if it is one we trace. `disk` is
+/// read from `key` at `disk_off`.
+#[inline(always)]
+fn traced_dev(key: u64, disk_off: u32, errors: &mut u32) -> Option<u32> {
+    if key == 0 {
+        return None;
+    }
+    // SAFETY: the value is a plain u64 copied out immediately.
+    if let Some(&cached) = unsafe { DEVCACHE.get(&key) } {
+        return (cached >> 32 != 0).then_some(cached as u32);
+    }
+    let disk: u64 = read(key, disk_off, errors)?;
+    let major: i32 = read(disk, config!(off.disk_major), errors)?;
+    let minor: i32 = read(disk, config!(off.disk_first_minor), errors)?;
+    let dev = ((major as u32) << 20) | (minor as u32 & 0xf_ffff);
+    // SAFETY: the value is not kept.
+    let traced = config!(filter_devices) == 0 || unsafe { DEVICES.get(&dev) }.is_some();
+    let _ = DEVCACHE.insert(&key, &((dev as u64) | ((traced as u64) << 32)), 0);
+    traced.then_some(dev)
+}
+
+#[inline(always)]
+fn rq_dev(rq: u64, errors: &mut u32) -> Option<u32> {
+    let q: u64 = read(rq, config!(off.rq_q), errors)?;
+    traced_dev(q, config!(off.q_disk), errors)
+}
+
+#[inline(always)]
+fn bio_dev(bio: u64, errors: &mut u32) -> Option<u32> {
+    let bdev: u64 = read(bio, config!(off.bio_bdev), errors)?;
+    traced_dev(bdev, config!(off.bdev_disk), errors)
+}
+
+/// The cgroup the block layer charges a bio to (its blkcg), which for writeback is the
+/// dirtying task's cgroup, not the flusher's.
+#[inline(always)]
+fn bio_cgroup_id(bio: u64, errors: &mut u32) -> u64 {
+    let id = (|| {
+        let blkg: u64 = read(bio, config!(off.bio_blkg), errors)?;
+        let blkcg: u64 = read(blkg, config!(off.blkg_blkcg), errors)?;
+        let css = blkcg + config!(off.blkcg_css) as u64;
+        let cgroup: u64 = read(css, config!(off.css_cgroup), errors)?;
+        let kn: u64 = read(cgroup, config!(off.cgroup_kn), errors)?;
+        read::<u64>(kn, config!(off.kn_id), errors)
+    })();
+    // SAFETY: helper without arguments.
+    id.unwrap_or_else(|| unsafe { bpf_get_current_cgroup_id() })
+}
+
+/// Reserves, fills and submits one event; the caller fills the kind-specific fields through
+/// `fill`. Submission wakes the reader only once enough data waits in the ring.
+#[inline(always)]
+fn emit(kind: u16, dev: u32, errors: u32, fill: impl FnOnce(&mut RawEvent)) {
+    let Some(mut entry) = EVENTS.reserve::<RawEvent>(0) else {
+        count(stat::LOST);
+        return;
+    };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let ev = entry.as_mut_ptr();
+    // SAFETY: `ev` points at a reserved, exclusively owned RawEvent-sized slot; every field is
+    // written before submit.
+    unsafe {
+        (*ev).ts_ns = bpf_ktime_get_ns();
+        (*ev).rq = 0;
+        (*ev).bio = 0;
+        (*ev).sector = 0;
+        (*ev).cgroup_id = 0;
+        (*ev).aux = 0;
+        (*ev).pid = pid_tgid as u32;
+        (*ev).tgid = (pid_tgid >> 32) as u32;
+        (*ev).dev = dev;
+        (*ev).bytes = 0;
+        (*ev).cmd_flags = 0;
+        (*ev).error = 0;
+        (*ev).kind = kind;
+        (*ev).cpu = bpf_get_smp_processor_id() as u16;
+        (*ev).ioprio = 0;
+        (*ev)._pad = 0;
+        // Straight into the ring slot: a copy through the stack costs a byte loop here.
+        if bpf_get_current_comm_raw((&raw mut (*ev).comm).cast(), 16) != 0 {
+            (*ev).comm = [0; 16];
+        }
+        fill(&mut *ev);
+    }
+    if errors != 0 {
+        count(stat::READ_ERRORS);
+    }
+    count(stat::SENT);
+    let wakeup = config!(wakeup_bytes);
+    let flags = if wakeup == 0 {
+        0
+    } else if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= wakeup {
+        BPF_RB_FORCE_WAKEUP as u64
+    } else {
+        BPF_RB_NO_WAKEUP as u64
+    };
+    entry.submit(flags);
+}
+
+fn is_self() -> bool {
+    (bpf_get_current_pid_tgid() >> 32) as u32 == config!(self_tgid)
+}
+
+/// Events about a bio: Q, G, M, F, and X (`new_sector` is the split point).
+#[inline(always)]
+fn bio_event(bio: u64, kind: u16, aux: u64) {
+    if is_self() {
+        return;
+    }
+    let mut errors = 0;
+    let Some(dev) = bio_dev(bio, &mut errors) else {
+        return;
+    };
+    let sector: u64 = read(bio, config!(off.bio_sector), &mut errors).unwrap_or(0);
+    let bytes: u32 = read(bio, config!(off.bio_size), &mut errors).unwrap_or(0);
+    let opf: u32 = read(bio, config!(off.bio_opf), &mut errors).unwrap_or(0);
+    let ioprio: u16 = read(bio, config!(off.bio_ioprio), &mut errors).unwrap_or(0);
+    // Only Q needs the charged cgroup: G/M/F/X of the same bio follow it closely.
+    let cgroup_id = if kind == BIO_QUEUE && config!(bio_cgroup) != 0 {
+        bio_cgroup_id(bio, &mut errors)
+    } else {
+        // SAFETY: helper without arguments.
+        unsafe { bpf_get_current_cgroup_id() }
+    };
+    emit(kind, dev, errors, |ev| {
+        ev.bio = bio;
+        ev.sector = sector;
+        ev.bytes = bytes;
+        ev.cmd_flags = opf;
+        ev.ioprio = ioprio;
+        ev.cgroup_id = cgroup_id;
+        ev.aux = aux;
+    });
+}
+
+/// Events about a request: I, D, C, R, M (rq merge), io_start/io_done.
+#[inline(always)]
+fn rq_event(rq: u64, kind: u16, error: i32, aux: u64) -> Option<u64> {
+    let mut errors = 0;
+    let dev = rq_dev(rq, &mut errors)?;
+    let sector: u64 = read(rq, config!(off.rq_sector), &mut errors).unwrap_or(0);
+    let bytes: u32 = read(rq, config!(off.rq_data_len), &mut errors).unwrap_or(0);
+    let opf: u32 = read(rq, config!(off.rq_cmd_flags), &mut errors).unwrap_or(0);
+    let bio: u64 = read(rq, config!(off.rq_bio), &mut errors).unwrap_or(0);
+    // Recent kernels keep the priority only in the bios (request.ioprio is gone in 6.x).
+    let ioprio: u16 = if config!(off.rq_ioprio) != NO_OFFSET {
+        read(rq, config!(off.rq_ioprio), &mut errors).unwrap_or(0)
+    } else {
+        read(bio, config!(off.bio_ioprio), &mut errors).unwrap_or(0)
+    };
+    emit(kind, dev, errors, |ev| {
+        ev.rq = rq;
+        ev.bio = bio;
+        ev.sector = sector;
+        ev.bytes = bytes;
+        ev.cmd_flags = opf;
+        ev.ioprio = ioprio;
+        // SAFETY: helper without arguments.
+        ev.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
+        ev.error = error;
+        ev.aux = aux;
+    });
+    Some(bio)
+}
+
+// Argument positions are constants: the verifier refuses context reads at offsets it cannot
+// prove, and LLVM folds any runtime choice into `ctx + 8 * n`. Userspace checks each
+// tracepoint's prototype in the kernel's BTF against these positions before attaching
+// (probe::check_prototypes) and refuses a kernel whose layout differs.
+fn rq_arg(ctx: &BtfTracePointContext) -> u64 {
+    ctx.arg(0)
+}
+
+#[btf_tracepoint(function = "block_bio_queue")]
+pub fn block_bio_queue(ctx: BtfTracePointContext) -> i32 {
+    bio_event(ctx.arg(0), BIO_QUEUE, 0);
+    0
+}
+
+#[btf_tracepoint(function = "block_getrq")]
+pub fn block_getrq(ctx: BtfTracePointContext) -> i32 {
+    bio_event(ctx.arg(0), GETRQ, 0);
+    0
+}
+
+#[btf_tracepoint(function = "block_bio_backmerge")]
+pub fn block_bio_backmerge(ctx: BtfTracePointContext) -> i32 {
+    bio_event(ctx.arg(0), BIO_BACKMERGE, 0);
+    0
+}
+
+#[btf_tracepoint(function = "block_bio_frontmerge")]
+pub fn block_bio_frontmerge(ctx: BtfTracePointContext) -> i32 {
+    bio_event(ctx.arg(0), BIO_FRONTMERGE, 0);
+    0
+}
+
+#[btf_tracepoint(function = "block_split")]
+pub fn block_split(ctx: BtfTracePointContext) -> i32 {
+    let new_sector = ctx.arg::<u64>(1) as u32;
+    bio_event(ctx.arg(0), SPLIT, new_sector as u64);
+    0
+}
+
+#[btf_tracepoint(function = "block_rq_merge")]
+pub fn block_rq_merge(ctx: BtfTracePointContext) -> i32 {
+    rq_event(rq_arg(&ctx), RQ_MERGE, 0, 0);
+    0
+}
+
+#[btf_tracepoint(function = "block_rq_insert")]
+pub fn block_rq_insert(ctx: BtfTracePointContext) -> i32 {
+    rq_event(rq_arg(&ctx), RQ_INSERT, 0, 0);
+    0
+}
+
+#[btf_tracepoint(function = "block_rq_issue")]
+pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
+    let rq = rq_arg(&ctx);
+    let Some(first) = rq_event(rq, RQ_ISSUE, 0, 0) else {
+        return 0;
+    };
+    // Bios merged into this request (M/F) carry no request pointer in their tracepoints; the
+    // chain, walked once at issue, links each of them to the request exactly. An unmerged
+    // request costs one read here.
+    let mut errors = 0;
+    let next_off = config!(off.bio_next);
+    let mut bio: u64 = read(first, next_off, &mut errors).unwrap_or(0);
+    let mut pos: u32 = 1;
+    // No `dev` lookup again: the issue event above passed the filter.
+    let dev = rq_dev(rq, &mut errors).unwrap_or(0);
+    while bio != 0 && pos < MAX_CHAIN {
+        emit(BIO_IN_RQ, dev, 0, |ev| {
+            ev.rq = rq;
+            ev.bio = bio;
+            ev.aux = pos as u64;
+        });
+        bio = read(bio, next_off, &mut errors).unwrap_or(0);
+        pos += 1;
+    }
+    if bio != 0 {
+        count(stat::CHAIN_TRUNCATED);
+    }
+    0
+}
+
+#[btf_tracepoint(function = "block_rq_complete")]
+pub fn block_rq_complete(ctx: BtfTracePointContext) -> i32 {
+    // (struct request *, blk_status_t, unsigned int nr_bytes); blk_status_t is a u8 in a
+    // 64-bit argument slot.
+    let status = (ctx.arg::<u64>(1) & 0xff) as i32;
+    let nr_bytes = ctx.arg::<u64>(2) & 0xffff_ffff;
+    rq_event(rq_arg(&ctx), RQ_COMPLETE, status, nr_bytes);
+    0
+}
+
+#[btf_tracepoint(function = "block_rq_requeue")]
+pub fn block_rq_requeue(ctx: BtfTracePointContext) -> i32 {
+    rq_event(rq_arg(&ctx), RQ_REQUEUE, 0, 0);
+    0
+}
+
+#[btf_tracepoint(function = "block_io_start")]
+pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
+    rq_event(ctx.arg(0), IO_START, 0, 0);
+    0
+}
+
+#[btf_tracepoint(function = "block_io_done")]
+pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
+    rq_event(ctx.arg(0), IO_DONE, 0, 0);
+    0
+}
+
+#[btf_tracepoint(function = "block_bio_complete")]
+pub fn block_bio_complete(ctx: BtfTracePointContext) -> i32 {
+    let bio: u64 = ctx.arg(1);
+    let mut errors = 0;
+    let Some(dev) = bio_dev(bio, &mut errors) else {
+        return 0;
+    };
+    let sector: u64 = read(bio, config!(off.bio_sector), &mut errors).unwrap_or(0);
+    let bytes: u32 = read(bio, config!(off.bio_size), &mut errors).unwrap_or(0);
+    let opf: u32 = read(bio, config!(off.bio_opf), &mut errors).unwrap_or(0);
+    let status: u8 = read(bio, config!(off.bio_status), &mut errors).unwrap_or(0);
+    emit(BIO_COMPLETE, dev, errors, |ev| {
+        ev.bio = bio;
+        ev.sector = sector;
+        ev.bytes = bytes;
+        ev.cmd_flags = opf;
+        ev.error = status as i32;
+    });
+    0
+}
+
+#[btf_tracepoint(function = "block_plug")]
+pub fn block_plug(ctx: BtfTracePointContext) -> i32 {
+    if is_self() {
+        return 0;
+    }
+    let mut errors = 0;
+    if let Some(dev) = traced_dev(ctx.arg(0), config!(off.q_disk), &mut errors) {
+        emit(PLUG, dev, errors, |_| {});
+    }
+    0
+}
+
+#[btf_tracepoint(function = "block_unplug")]
+pub fn block_unplug(ctx: BtfTracePointContext) -> i32 {
+    if is_self() {
+        return 0;
+    }
+    let depth = ctx.arg::<u64>(1) & 0xffff_ffff;
+    let explicit = (ctx.arg::<u64>(2) & 0xff != 0) as i32;
+    let mut errors = 0;
+    if let Some(dev) = traced_dev(ctx.arg(0), config!(off.q_disk), &mut errors) {
+        emit(UNPLUG, dev, errors, |ev| {
+            ev.aux = depth;
+            ev.error = explicit;
+        });
+    }
+    0
+}
+
+/// Kyber's domain names ("READ", "WRITE", "DISCARD", "OTHER") fit in 8 bytes: kept in `aux`.
+#[inline(always)]
+fn kyber_event(ctx: &BtfTracePointContext, kind: u16, depth: u32) {
+    let dev = ctx.arg::<u64>(0) as u32;
+    // SAFETY: the value is not kept.
+    if config!(filter_devices) != 0 && unsafe { DEVICES.get(&dev) }.is_none() {
+        return;
+    }
+    let mut errors = 0;
+    let domain_ptr: u64 = ctx.arg(1);
+    let mut name = [0u8; 8];
+    // SAFETY: bounded read of a kernel string into a stack buffer.
+    if unsafe {
+        aya_ebpf::helpers::bpf_probe_read_kernel_str_bytes(domain_ptr as *const u8, &mut name)
+    }
+    .is_err()
+    {
+        errors += 1;
+    }
+    emit(kind, dev, errors, |ev| {
+        ev.aux = u64::from_le_bytes(name);
+        ev.bytes = depth;
+    });
+}
+
+#[btf_tracepoint(function = "kyber_throttled")]
+pub fn kyber_throttled(ctx: BtfTracePointContext) -> i32 {
+    kyber_event(&ctx, KYBER_THROTTLED, 0);
+    0
+}
+
+#[btf_tracepoint(function = "kyber_adjust")]
+pub fn kyber_adjust(ctx: BtfTracePointContext) -> i32 {
+    let depth = ctx.arg::<u64>(2) as u32;
+    kyber_event(&ctx, KYBER_ADJUST, depth);
+    0
+}
+
+// The wbt tracepoints identify their device by `struct backing_dev_info *`; they are wired
+// in userspace only once their layout is read (see capture::optional_programs).
+const _: u16 = kind::WBT_STEP;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

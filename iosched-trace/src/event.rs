@@ -119,7 +119,9 @@ impl EventKind {
 }
 
 /// A block device number, split as userspace sees it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 pub struct Dev {
     pub major: u32,
     pub minor: u32,
@@ -145,8 +147,9 @@ impl fmt::Display for Dev {
     }
 }
 
-/// Request operation, our stable codes (equal to the kernel's `REQ_OP_*` values, which have
-/// not changed since 4.10, but we map them by name from BTF all the same).
+/// Request operation, our stable codes. The kernel's `REQ_OP_*` values moved (the zone ops
+/// were renumbered in 6.x), so the collector maps them by name from BTF; the codes here are
+/// ours and never change.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[repr(u8)]
 pub enum Op {
@@ -194,9 +197,10 @@ impl Op {
         self as u8
     }
 
-    /// The kernel's `op_is_write()`: odd op codes move data towards the device.
+    /// The kernel's `op_is_write()` (data or state towards the device), by op rather than by
+    /// code parity, since our codes are not the kernel's.
     pub fn is_write(self) -> bool {
-        self != Self::Other && self.code() & 1 == 1
+        !matches!(self, Self::Read | Self::Flush | Self::DrvIn | Self::Other)
     }
 
     pub fn name(self) -> &'static str {
@@ -388,9 +392,18 @@ mod tests {
         }
         assert_eq!(EventKind::from_code(0), None);
         assert_eq!(EventKind::from_code(iosched_trace_common::kind::MAX), None);
-        assert_eq!(EventKind::Queue.code(), iosched_trace_common::kind::BIO_QUEUE);
-        assert_eq!(EventKind::WbtTimer.code(), iosched_trace_common::kind::WBT_TIMER);
-        assert_eq!(EventKind::BioInRq.code(), iosched_trace_common::kind::BIO_IN_RQ);
+        assert_eq!(
+            EventKind::Queue.code(),
+            iosched_trace_common::kind::BIO_QUEUE
+        );
+        assert_eq!(
+            EventKind::WbtTimer.code(),
+            iosched_trace_common::kind::WBT_TIMER
+        );
+        assert_eq!(
+            EventKind::BioInRq.code(),
+            iosched_trace_common::kind::BIO_IN_RQ
+        );
     }
 
     #[test]

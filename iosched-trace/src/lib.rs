@@ -1,7 +1,21 @@
 //! iosched-trace: an eBPF block-layer tracer and analyzer.
 //!
-//! Layout: `event` (the decoded event model), `record` (our recording format), `btf` (reading
-//! the running kernel's types), `probe` (what this kernel offers and the offsets the programs
-//! need), `capture` (loading, attaching, draining the ring buffer), `dump` (text/JSON output).
+//! - [`event`]: the decoded event model every other part works with.
+//! - [`btf`], [`probe`]: reading the running kernel's types; offsets and argument layouts the
+//!   programs need; decoding request flags.
+//! - [`preflight`], [`devices`]: can we trace here, and which disks.
+//! - [`capture`]: loading and attaching the eBPF programs, draining their ring buffer.
+//! - [`record`]: our recording format; [`recorder`]: the `record` command's loop.
+//! - [`dump`]: blkparse-style text and JSON lines.
+//! - [`cli`]: command-line syntax and validation.
 
+pub mod btf;
+pub mod capture;
+pub mod cli;
+pub mod devices;
+pub mod dump;
 pub mod event;
+pub mod preflight;
+pub mod probe;
+pub mod record;
+pub mod recorder;

@@ -1,1 +1,103 @@
-fn main(){}
+//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|demo|bench`.
+//!
+//! Nothing here is needed to read or use the product code; it only drives tools (rustup,
+//! cargo, apt-get, losetup, fio, the built `iosched-trace` binary) in the right order and
+//! cleans up after itself.
+
+mod bench;
+mod cmd;
+mod demo;
+mod scratch;
+mod setup;
+mod test;
+mod trace_stats;
+
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Developer workflows for iosched-trace")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check the toolchain, tools and mounts; install or mount only what is missing.
+    Setup,
+    /// Setup, then build the release binary target/release/iosched-trace.
+    Build,
+    /// Setup, then fmt, clippy, unit tests and (as root, or when CI is set) the real-kernel tests.
+    Test,
+    /// Record a known workload on a scratch loop device and show what was recorded (root).
+    Demo(demo::DemoArgs),
+    /// Benchmarks (root).
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// fio IOPS on a loop device without and with `iosched-trace record` running.
+    ///
+    /// Exits non-zero when the target (recording/baseline IOPS >= 0.78, no lost events) is
+    /// missed.
+    Capture(bench::CaptureArgs),
+}
+
+/// How demo and bench get the `iosched-trace` binary.
+#[derive(Args, Clone, Debug)]
+pub struct BinArgs {
+    /// Use this iosched-trace binary instead of running setup and building the release one.
+    #[arg(long, value_name = "PATH")]
+    bin: Option<PathBuf>,
+}
+
+impl BinArgs {
+    /// The binary to run: the given one, or a fresh release build.
+    pub fn resolve(&self) -> anyhow::Result<PathBuf> {
+        match &self.bin {
+            Some(bin) => {
+                anyhow::ensure!(bin.is_file(), "--bin {}: no such file", bin.display());
+                Ok(bin.clone())
+            }
+            None => build(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Setup => setup::run().map(|()| ExitCode::SUCCESS),
+        Command::Build => build().map(|_| ExitCode::SUCCESS),
+        Command::Test => test::run().map(|()| ExitCode::SUCCESS),
+        Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Bench(BenchCommand::Capture(args)) => bench::capture(&args),
+    }
+}
+
+/// Setup, then `cargo build --release -p iosched-trace`; returns the binary's path.
+fn build() -> anyhow::Result<PathBuf> {
+    setup::run()?;
+    cmd::run(cmd::cargo().args(["build", "--release", "-p", "iosched-trace"]))?;
+    let bin = cmd::target_dir()?.join("release/iosched-trace");
+    anyhow::ensure!(
+        bin.is_file(),
+        "the build succeeded but {} does not exist",
+        bin.display()
+    );
+    Ok(bin)
+}

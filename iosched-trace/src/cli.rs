@@ -1,0 +1,172 @@
+//! Command line: clap's raw flags, then a validated configuration per command, so errors in
+//! arguments are reported before anything touches the kernel.
+//!
+//! Owns: argument syntax and validation. Must not: load programs or open recordings.
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Parser, Subcommand};
+
+use crate::devices::{Disk, Sysfs};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "iosched-trace",
+    version,
+    about = "eBPF block-layer tracer: who waited, where, and what the I/O scheduler did meanwhile"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Record every block-layer event of the given devices into a file.
+    Record(RecordArgs),
+    /// Print a recording as blkparse-style text (or JSON lines), in time order.
+    Dump(DumpArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RecordArgs {
+    /// Device to trace: /dev/sda, sda, 8:0 (a partition means its disk). Repeatable. Default:
+    /// every request-based (blk-mq) device.
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub devices: Vec<String>,
+    /// Output file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// Stop after this many seconds (otherwise on Ctrl-C / SIGTERM).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Ring buffer size shared by all CPUs, e.g. 64M (a power of two, at least 64K).
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_size)]
+    pub ring_size: u64,
+    /// Wake the reader once this much data waits in the ring (0: on every event). Larger
+    /// batches cost less per event; the reader also drains every 100 ms regardless.
+    #[arg(long, value_name = "BYTES", default_value = "256K", value_parser = parse_size)]
+    pub wakeup: u64,
+    /// Also trace block_io_start/block_io_done (request accounting start/end).
+    #[arg(long)]
+    pub extra_events: bool,
+    /// Print notes on optional probes, and the verifier log if a program is refused.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DumpArgs {
+    /// A recording made by `iosched-trace record`.
+    pub file: PathBuf,
+    /// One JSON object per event (and a final summary object) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ArgError {
+    #[error("--ring-size {0}: must be a power of two between 64K and 2G")]
+    RingSize(u64),
+    #[error("--wakeup {0}: must be smaller than the ring size")]
+    Wakeup(u64),
+    #[error("--duration {0}: must be a positive number of seconds")]
+    Duration(f64),
+    #[error(transparent)]
+    Device(#[from] crate::devices::DeviceError),
+}
+
+/// `record`, validated.
+pub struct ValidRecord {
+    pub disks: Vec<Disk>,
+    pub ring_size: u32,
+    pub wakeup: u64,
+    pub duration: Option<Duration>,
+}
+
+impl RecordArgs {
+    pub fn validate(&self, sysfs: &Sysfs) -> Result<ValidRecord, ArgError> {
+        if !self.ring_size.is_power_of_two() || !(64 << 10..=2 << 30).contains(&self.ring_size) {
+            return Err(ArgError::RingSize(self.ring_size));
+        }
+        if self.wakeup >= self.ring_size {
+            return Err(ArgError::Wakeup(self.wakeup));
+        }
+        let duration = match self.duration {
+            Some(secs) if !(secs.is_finite() && secs > 0.0) => {
+                return Err(ArgError::Duration(secs));
+            }
+            Some(secs) => Some(Duration::from_secs_f64(secs)),
+            None => None,
+        };
+        let mut disks: Vec<Disk> = Vec::new();
+        if self.devices.is_empty() {
+            disks = sysfs.request_based_disks()?;
+        } else {
+            for spec in &self.devices {
+                let disk = sysfs.resolve(spec)?;
+                if !disks.contains(&disk) {
+                    disks.push(disk);
+                }
+            }
+        }
+        Ok(ValidRecord {
+            disks,
+            ring_size: self.ring_size as u32,
+            wakeup: self.wakeup,
+            duration,
+        })
+    }
+}
+
+/// `64M`, `256K`, `1G`, or plain bytes.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, shift) = match text.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&text[..i], 10),
+        Some((i, 'm' | 'M')) => (&text[..i], 20),
+        Some((i, 'g' | 'G')) => (&text[..i], 30),
+        _ => (text, 0),
+    };
+    let value: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (examples: 4096, 256K, 64M, 1G)"))?;
+    value
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{text:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> RecordArgs {
+        let mut argv = vec!["iosched-trace", "record", "-o", "x"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Record(r) => r,
+            Command::Dump(_) => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("256K"), Ok(256 << 10));
+        assert_eq!(parse_size("64m"), Ok(64 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn bad_values_are_refused_before_any_device_lookup() {
+        let sysfs = Sysfs::at("/nonexistent");
+        let err = |a: &[&str]| args(a).validate(&sysfs).err().unwrap().to_string();
+        assert!(err(&["--ring-size", "3M"]).contains("power of two"));
+        assert!(err(&["--ring-size", "4K"]).contains("power of two"));
+        assert!(err(&["--wakeup", "64M"]).contains("smaller than the ring"));
+        assert!(err(&["--duration", "0"]).contains("positive"));
+        assert!(err(&["-d", "nosuchdisk"]).contains("no such block device: nosuchdisk"));
+    }
+}

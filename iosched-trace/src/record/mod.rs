@@ -1,0 +1,294 @@
+//! Our recording format (spec: docs/FORMAT.md): what a recording holds ([`Header`],
+//! [`DeviceInfo`], [`ProcessInfo`], [`Stats`], [`Footer`]), how it is written
+//! ([`RecordingWriter`]) and read back ([`RecordingReader`]), and [`TimeOrdered`], which turns
+//! the arrival order of a recording into time order with bounded memory.
+//!
+//! This module owns the byte layout and the crash-safety rules (a file cut at any byte reads
+//! back every complete chunk; a corrupt chunk is skipped with a warning, never misread). It
+//! does no tracing and no rendering; `dump` renders, the recorder decides what to write.
+
+mod codec;
+mod order;
+mod reader;
+mod sysfs;
+mod writer;
+
+use std::{collections::BTreeMap, io, path::PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{Comm, Dev, EventKind, Op, ReqFlags};
+
+pub use codec::{
+    CHUNK_HEADER_LEN, CHUNK_MAGIC, EVENT_RECORD_SIZE, EVENTS_PREFIX_LEN, FILE_HEADER_LEN,
+    FILE_MAGIC, FORMAT_MAJOR, FORMAT_MINOR, MAX_CHUNK_PAYLOAD, chunk_type,
+};
+pub use order::TimeOrdered;
+pub use reader::RecordingReader;
+pub use writer::{DEFAULT_CHUNK_EVENTS, RecordingWriter};
+
+/// Everything known at the start of a recording. Stored as JSON in the HEADER chunk; readers
+/// ignore fields they do not know and default the ones a writer left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Header {
+    /// `"<major>.<minor>"` of the file format (the writer fills it in).
+    pub format_version: String,
+    /// Version of the iosched-trace that wrote the file.
+    pub tool_version: String,
+    pub host: String,
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// `/proc/sys/kernel/random/boot_id`: monotonic times only compare within one boot.
+    pub boot_id: Option<String>,
+    pub clock: ClockBase,
+    /// Size of one record in EVENTS chunks (the writer fills it in; each EVENTS chunk states
+    /// it again).
+    pub event_record_size: u32,
+    pub command_line: Vec<String>,
+    pub devices: Vec<DeviceInfo>,
+    /// Our op codes by name (`Event::op`), so the file explains itself.
+    pub op_codes: BTreeMap<String, u8>,
+    /// Our flag bits by kernel name (`Event::flags`, `ReqFlags::BY_KERNEL_NAME`).
+    pub flag_bits: BTreeMap<String, u32>,
+    /// Free-form remarks of the recorder (degraded probes, filters, ...).
+    pub notes: Vec<String>,
+}
+
+impl Header {
+    /// A header for a recording starting now on this host: host name, kernel release, boot
+    /// id, clock base and the op/flag tables are filled in.
+    pub fn for_this_host(devices: Vec<DeviceInfo>, command_line: Vec<String>) -> Header {
+        Header {
+            format_version: format!("{FORMAT_MAJOR}.{FORMAT_MINOR}"),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            host: sysfs::read_trimmed("/proc/sys/kernel/hostname").unwrap_or_default(),
+            kernel_release: sysfs::read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_default(),
+            boot_id: sysfs::read_trimmed("/proc/sys/kernel/random/boot_id").ok(),
+            clock: ClockBase::now(),
+            event_record_size: EVENT_RECORD_SIZE,
+            command_line,
+            devices,
+            op_codes: op_codes(),
+            flag_bits: ReqFlags::BY_KERNEL_NAME
+                .iter()
+                .map(|&(name, bit)| (name.to_string(), bit))
+                .collect(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+fn op_codes() -> BTreeMap<String, u8> {
+    [
+        Op::Read,
+        Op::Write,
+        Op::Flush,
+        Op::Discard,
+        Op::SecureErase,
+        Op::WriteZeroes,
+        Op::ZoneOpen,
+        Op::ZoneClose,
+        Op::ZoneFinish,
+        Op::ZoneAppend,
+        Op::ZoneReset,
+        Op::ZoneResetAll,
+        Op::DrvIn,
+        Op::DrvOut,
+        Op::Other,
+    ]
+    .iter()
+    .map(|op| (op.name().to_string(), op.code()))
+    .collect()
+}
+
+/// CLOCK_MONOTONIC and CLOCK_REALTIME sampled together, to put event times on the wall clock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockBase {
+    pub monotonic_ns: u64,
+    /// Nanoseconds since the Unix epoch.
+    pub realtime_ns: u64,
+}
+
+impl ClockBase {
+    /// Samples both clocks now (realtime read on both sides of the monotonic read, the
+    /// midpoint kept, so the pair is off by at most half the time of one clock read).
+    pub fn now() -> ClockBase {
+        let before = clock_ns(libc::CLOCK_REALTIME);
+        let monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
+        let after = clock_ns(libc::CLOCK_REALTIME);
+        ClockBase {
+            monotonic_ns,
+            realtime_ns: before + (after.saturating_sub(before)) / 2,
+        }
+    }
+
+    /// Wall-clock time (ns since the epoch) of a CLOCK_MONOTONIC timestamp.
+    pub fn to_realtime(&self, monotonic_ns: u64) -> u64 {
+        let delta = i128::from(monotonic_ns) - i128::from(self.monotonic_ns);
+        (i128::from(self.realtime_ns) + delta).clamp(0, i128::from(u64::MAX)) as u64
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec and the clock ids are ones every Linux has;
+    // clock_gettime writes only into `ts`.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000) + ts.tv_nsec as u64
+}
+
+/// One traced device as sysfs described it when the recording started.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DeviceInfo {
+    /// Name under /sys/block (`sda`, `loop0`, `nvme0n1`).
+    pub name: String,
+    pub dev: Dev,
+    pub model: Option<String>,
+    pub rotational: Option<bool>,
+    pub logical_block_size: Option<u32>,
+    pub nr_requests: Option<u32>,
+    /// The active scheduler (`bfq`, `mq-deadline`, `kyber`, `none`).
+    pub scheduler: Option<String>,
+    /// Every readable file under `queue/iosched/` (the active scheduler's tunables).
+    pub iosched: BTreeMap<String, String>,
+    /// blk-mq device (has `/sys/block/<name>/mq`): request events exist. Bio-based devices
+    /// (zram, some dm/md setups) only produce bio events.
+    pub request_based: bool,
+}
+
+/// What we know of a task that appears in the recording.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProcessInfo {
+    pub pid: u32,
+    pub tgid: u32,
+    #[serde(with = "comm_serde")]
+    pub comm: Comm,
+    pub cgroup_id: u64,
+    pub cgroup_path: Option<String>,
+}
+
+/// Loss and error counters of the collector, cumulative since the recording started.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Stats {
+    /// Events the kernel could not put into the ring buffer, per CPU.
+    pub lost_per_cpu: Vec<u64>,
+    /// Kernel reads that failed (the event was sent with zeroed fields).
+    pub read_errors: u64,
+    /// Events the kernel sent.
+    pub sent: u64,
+}
+
+impl Stats {
+    pub fn lost(&self) -> u64 {
+        self.lost_per_cpu.iter().sum()
+    }
+}
+
+/// Written last by [`RecordingWriter::finish`]; its absence means the recording was not
+/// closed cleanly.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Footer {
+    /// Events in the recording by [`EventKind::name`].
+    pub events_per_kind: BTreeMap<String, u64>,
+    /// Events handed to the writer (readers compare it with what they could read; see
+    /// [`RecordingWriter::footer`]).
+    pub events_total: u64,
+    pub stats: Stats,
+    pub duration_ns: u64,
+    /// Why the recording stopped ("signal", "duration", "error: ...").
+    pub ended_by: String,
+}
+
+/// Per-kind counts keyed by kind name, as [`Footer::events_per_kind`] holds them.
+pub fn kind_counts(counts: &[u64; EventKind::ALL.len()]) -> BTreeMap<String, u64> {
+    EventKind::ALL
+        .iter()
+        .zip(counts)
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| (k.name().to_string(), *n))
+        .collect()
+}
+
+/// Errors reading or writing a recording. One line each, naming what to do where there is
+/// something to do.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+    #[error("{path}: {source}")]
+    File {
+        path: PathBuf,
+        #[source]
+        source: Box<FormatError>,
+    },
+    #[error("empty file: no recording data (was the recorder stopped before it wrote anything?)")]
+    Empty,
+    #[error("not an iosched-trace recording: {looks_like}")]
+    NotARecording { looks_like: String },
+    #[error(
+        "recording format {major}.{minor} is not supported (this build reads {FORMAT_MAJOR}.x): \
+         use a newer iosched-trace"
+    )]
+    UnsupportedVersion { major: u16, minor: u16 },
+    #[error("recording ends inside its header ({len} bytes): it holds no events")]
+    TruncatedHeader { len: u64 },
+    #[error("corrupt recording header: {reason}")]
+    CorruptHeader { reason: String },
+    #[error("cannot encode {what}: {reason}")]
+    Encode { what: &'static str, reason: String },
+}
+
+/// `Comm` as a JSON string when that round-trips exactly, else as its 16 bytes.
+mod comm_serde {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::event::Comm;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Text(String),
+        Bytes(Vec<u8>),
+    }
+
+    pub fn serialize<S: Serializer>(comm: &Comm, s: S) -> Result<S::Ok, S::Error> {
+        let text = comm.as_str();
+        if Comm::new(&text) == *comm {
+            Repr::Text(text.into_owned()).serialize(s)
+        } else {
+            Repr::Bytes(comm.0.to_vec()).serialize(s)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Comm, D::Error> {
+        match Repr::deserialize(d)? {
+            Repr::Text(text) => Ok(Comm::new(&text)),
+            Repr::Bytes(bytes) if bytes.len() <= 16 => {
+                let mut comm = Comm::default();
+                comm.0[..bytes.len()].copy_from_slice(&bytes);
+                Ok(comm)
+            }
+            Repr::Bytes(bytes) => Err(serde::de::Error::invalid_length(
+                bytes.len(),
+                &"at most 16 bytes",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_support;
+
+#[cfg(test)]
+mod tests;

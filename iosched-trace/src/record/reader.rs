@@ -1,0 +1,583 @@
+//! Reading a recording back, one chunk at a time. Damage is survived, never misread: a chunk
+//! counts only if its magic, length and checksum agree; anything else is skipped up to the
+//! next chunk that does, and reported in [`RecordingReader::warnings`].
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    fs::File,
+    io::{self, BufReader, Read},
+    path::Path,
+};
+
+use super::{
+    Footer, FormatError, Header, ProcessInfo, Stats,
+    codec::{
+        self, CHUNK_HEADER_LEN, CHUNK_MAGIC, EVENT_RECORD_SIZE, EVENTS_PREFIX_LEN, FILE_HEADER_LEN,
+        FILE_MAGIC, FORMAT_MAJOR, MAX_CHUNK_PAYLOAD, chunk_type,
+    },
+};
+use crate::event::Event;
+
+/// Reads a recording: the header at once, then events streamed in arrival order, one chunk in
+/// memory at a time. Process entries, statistics and the footer are collected on the way.
+pub struct RecordingReader<R: Read> {
+    src: Source<R>,
+    header: Header,
+    version: (u16, u16),
+    /// Payload of the current EVENTS chunk and the offset of its next record.
+    chunk: Vec<u8>,
+    chunk_pos: usize,
+    record_size: usize,
+    processes: BTreeMap<u32, ProcessInfo>,
+    stats: Option<Stats>,
+    footer: Option<Footer>,
+    warnings: Vec<String>,
+    /// Index the next EVENTS chunk should start at, if none went missing.
+    next_index: u64,
+    events_read: u64,
+    events_missing: u64,
+    unknown_kinds: BTreeMap<u16, u64>,
+    unknown_chunks: u64,
+    finished: bool,
+}
+
+impl RecordingReader<BufReader<File>> {
+    /// Opens and checks a recording; errors name `path`.
+    pub fn open(path: &Path) -> Result<Self, FormatError> {
+        let wrap = |e: FormatError| FormatError::File {
+            path: path.to_owned(),
+            source: Box::new(e),
+        };
+        let file = File::open(path).map_err(|e| wrap(e.into()))?;
+        Self::new(BufReader::new(file)).map_err(wrap)
+    }
+}
+
+impl<R: Read> RecordingReader<R> {
+    /// Reads and checks the file header and the HEADER chunk.
+    pub fn new(r: R) -> Result<Self, FormatError> {
+        let mut src = Source::new(r);
+        src.fill_to(FILE_HEADER_LEN)?;
+        let head = src.bytes();
+        if head.is_empty() {
+            return Err(FormatError::Empty);
+        }
+        let magic_len = head.len().min(FILE_MAGIC.len());
+        if head[..magic_len] != FILE_MAGIC[..magic_len] {
+            src.fill_to(64)?;
+            let head = src.bytes();
+            return Err(FormatError::NotARecording {
+                looks_like: codec::sniff(&head[..head.len().min(64)]),
+            });
+        }
+        if head.len() < FILE_HEADER_LEN {
+            return Err(FormatError::TruncatedHeader {
+                len: head.len() as u64,
+            });
+        }
+        let major = codec::u16_at(head, 8);
+        let minor = codec::u16_at(head, 10);
+        if major != FORMAT_MAJOR {
+            return Err(FormatError::UnsupportedVersion { major, minor });
+        }
+        src.consume(FILE_HEADER_LEN);
+        let header = read_header_chunk(&mut src)?;
+        Ok(RecordingReader {
+            src,
+            header,
+            version: (major, minor),
+            chunk: Vec::new(),
+            chunk_pos: 0,
+            record_size: EVENT_RECORD_SIZE as usize,
+            processes: BTreeMap::new(),
+            stats: None,
+            footer: None,
+            warnings: Vec::new(),
+            next_index: 0,
+            events_read: 0,
+            events_missing: 0,
+            unknown_kinds: BTreeMap::new(),
+            unknown_chunks: 0,
+            finished: false,
+        })
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// (major, minor) format version of the file.
+    pub fn version(&self) -> (u16, u16) {
+        self.version
+    }
+
+    /// The next event in arrival order; `None` at the end. Damage is not an error (it becomes
+    /// a warning); `Some(Err)` is an I/O error, after which the reader ends.
+    pub fn next_event(&mut self) -> Option<Result<Event, FormatError>> {
+        loop {
+            while self.chunk_pos + self.record_size <= self.chunk.len() {
+                let rec = &self.chunk[self.chunk_pos..self.chunk_pos + self.record_size];
+                self.chunk_pos += self.record_size;
+                match codec::decode_event(rec) {
+                    Ok(ev) => {
+                        self.events_read += 1;
+                        return Some(Ok(ev));
+                    }
+                    Err(code) => *self.unknown_kinds.entry(code).or_default() += 1,
+                }
+            }
+            if self.finished {
+                return None;
+            }
+            match self.read_chunk() {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.finish();
+                    return None;
+                }
+                Err(e) => {
+                    self.finished = true;
+                    self.chunk.clear();
+                    return Some(Err(e.into()));
+                }
+            }
+        }
+    }
+
+    /// Process entries seen so far (all of them once [`next_event`](Self::next_event) returned
+    /// `None`); a later entry for the same pid replaces an earlier one.
+    pub fn processes(&self) -> &BTreeMap<u32, ProcessInfo> {
+        &self.processes
+    }
+
+    /// The footer's statistics if there is a footer, else the last STATS snapshot seen.
+    pub fn stats(&self) -> Option<&Stats> {
+        self.footer
+            .as_ref()
+            .map(|f| &f.stats)
+            .or(self.stats.as_ref())
+    }
+
+    pub fn footer(&self) -> Option<&Footer> {
+        self.footer.as_ref()
+    }
+
+    /// Damage found so far: skipped chunks, truncation, missing events, missing footer.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Events decoded so far.
+    pub fn events_read(&self) -> u64 {
+        self.events_read
+    }
+
+    /// Events known to be missing: gaps in the event indices of EVENTS chunks, and after the
+    /// end, the footer's total minus what could be read.
+    pub fn events_missing(&self) -> u64 {
+        self.events_missing
+    }
+
+    /// Bytes consumed from the input so far.
+    pub fn offset(&self) -> u64 {
+        self.src.offset
+    }
+
+    /// Reads the next chunk and takes it in. `Ok(false)` at the end of the input.
+    fn read_chunk(&mut self) -> io::Result<bool> {
+        let next = self.src.next_chunk()?;
+        if let Some(skipped) = next.skipped {
+            self.warnings.push(skipped.to_string());
+        }
+        let Some(chunk) = next.chunk else {
+            return Ok(false);
+        };
+        match chunk.typ {
+            chunk_type::EVENTS => self.take_events(chunk),
+            chunk_type::PROCESSES => {
+                match serde_json::from_slice::<Vec<ProcessInfo>>(&chunk.payload) {
+                    Ok(list) => {
+                        for p in list {
+                            self.processes.insert(p.pid, p);
+                        }
+                    }
+                    Err(e) => self.warnings.push(format!(
+                        "process chunk at offset {} is not readable ({e}): skipped",
+                        chunk.offset
+                    )),
+                }
+            }
+            chunk_type::STATS => match serde_json::from_slice::<Stats>(&chunk.payload) {
+                Ok(stats) => self.stats = Some(stats),
+                Err(e) => self.warnings.push(format!(
+                    "statistics chunk at offset {} is not readable ({e}): skipped",
+                    chunk.offset
+                )),
+            },
+            chunk_type::FOOTER => match serde_json::from_slice::<Footer>(&chunk.payload) {
+                Ok(footer) => self.footer = Some(footer),
+                Err(e) => self.warnings.push(format!(
+                    "footer at offset {} is not readable ({e}): skipped",
+                    chunk.offset
+                )),
+            },
+            chunk_type::HEADER => self.warnings.push(format!(
+                "second header chunk at offset {} ignored",
+                chunk.offset
+            )),
+            // Newer minor versions may add chunk types; skipping them is the rule.
+            _ => self.unknown_chunks += 1,
+        }
+        Ok(true)
+    }
+
+    fn take_events(&mut self, chunk: Chunk) {
+        let p = &chunk.payload;
+        let consistent = p.len() >= EVENTS_PREFIX_LEN && {
+            let count = u64::from(codec::u32_at(p, 8));
+            let size = u64::from(codec::u32_at(p, 12));
+            size >= u64::from(EVENT_RECORD_SIZE)
+                && (p.len() - EVENTS_PREFIX_LEN) as u64 == count * size
+        };
+        if !consistent {
+            // The checksum held, so a writer wrote this: a bug or an incompatible writer.
+            self.warnings.push(format!(
+                "events chunk at offset {} has an inconsistent layout: skipped",
+                chunk.offset
+            ));
+            return;
+        }
+        let first = codec::u64_at(p, 0);
+        let count = u64::from(codec::u32_at(p, 8));
+        self.record_size = codec::u32_at(p, 12) as usize;
+        if first > self.next_index {
+            let missing = first - self.next_index;
+            self.events_missing += missing;
+            self.warnings.push(format!(
+                "{missing} events (#{}..#{}) missing before offset {}: their chunk was damaged \
+                 or never written",
+                self.next_index,
+                first - 1,
+                chunk.offset
+            ));
+        }
+        self.next_index = first + count;
+        self.chunk = chunk.payload;
+        self.chunk_pos = EVENTS_PREFIX_LEN;
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+        let decoded = self.events_read + self.unknown_kinds.values().sum::<u64>();
+        match &self.footer {
+            None => {
+                let counts = if self.stats.is_some() {
+                    "loss counts are those of the last statistics snapshot"
+                } else {
+                    "there is no statistics snapshot either, so lost events are unknown"
+                };
+                self.warnings.push(format!(
+                    "recording was not closed cleanly: no footer (the recorder was killed or \
+                     crashed, or the disk filled up); {counts}"
+                ));
+            }
+            Some(footer) if footer.events_total != decoded => {
+                if footer.events_total > self.next_index {
+                    self.events_missing += footer.events_total - self.next_index;
+                }
+                self.warnings.push(format!(
+                    "the footer counts {} events but {decoded} could be read",
+                    footer.events_total
+                ));
+            }
+            Some(_) => {}
+        }
+        if !self.unknown_kinds.is_empty() {
+            let n: u64 = self.unknown_kinds.values().sum();
+            let codes: Vec<String> = self.unknown_kinds.keys().map(u16::to_string).collect();
+            self.warnings.push(format!(
+                "{n} events of kinds this build does not know (codes {}) skipped: use a newer \
+                 iosched-trace",
+                codes.join(", ")
+            ));
+        }
+        if self.unknown_chunks > 0 {
+            self.warnings.push(format!(
+                "{} chunks of types this build does not know skipped",
+                self.unknown_chunks
+            ));
+        }
+    }
+}
+
+impl<R: Read> Iterator for RecordingReader<R> {
+    type Item = Result<Event, FormatError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_event()
+    }
+}
+
+/// Reads the HEADER chunk strictly: without it nothing else can be interpreted.
+fn read_header_chunk<R: Read>(src: &mut Source<R>) -> Result<Header, FormatError> {
+    let corrupt = |reason: String| FormatError::CorruptHeader { reason };
+    if !src.fill_to(CHUNK_HEADER_LEN)? {
+        return Err(FormatError::TruncatedHeader {
+            len: src.offset + src.avail() as u64,
+        });
+    }
+    let h = codec::parse_chunk_header(src.bytes()[..CHUNK_HEADER_LEN].try_into().expect("16"));
+    if !h.magic_ok {
+        return Err(corrupt(format!("no chunk starts at offset {}", src.offset)));
+    }
+    if h.typ != chunk_type::HEADER {
+        return Err(corrupt(format!(
+            "the first chunk has type {}, not the header's type {}",
+            h.typ,
+            chunk_type::HEADER
+        )));
+    }
+    if h.len > MAX_CHUNK_PAYLOAD {
+        return Err(corrupt(format!("impossible header length {}", h.len)));
+    }
+    let len = h.len as usize;
+    if !src.fill_to(CHUNK_HEADER_LEN + len)? {
+        // A cut file, unless what follows holds chunks: then the length field is damaged.
+        let rest = &src.bytes()[CHUNK_HEADER_LEN..];
+        if rest.windows(CHUNK_MAGIC.len()).any(|w| w == CHUNK_MAGIC) {
+            return Err(corrupt(format!(
+                "header length {} runs past the end of the file",
+                h.len
+            )));
+        }
+        return Err(FormatError::TruncatedHeader {
+            len: src.offset + src.avail() as u64,
+        });
+    }
+    let payload = &src.bytes()[CHUNK_HEADER_LEN..CHUNK_HEADER_LEN + len];
+    if codec::chunk_crc(h.typ, &[payload]) != h.crc {
+        return Err(corrupt("checksum mismatch".to_string()));
+    }
+    let header = serde_json::from_slice(payload)
+        .map_err(|e| corrupt(format!("the header is not valid JSON ({e})")))?;
+    src.consume(CHUNK_HEADER_LEN + len);
+    Ok(header)
+}
+
+/// A chunk whose magic, length and checksum agree.
+struct Chunk {
+    typ: u32,
+    /// File offset of its chunk header.
+    offset: u64,
+    payload: Vec<u8>,
+}
+
+/// Why bytes were skipped.
+#[derive(Clone, Copy, Debug)]
+enum Problem {
+    BadMagic,
+    BadLength(u32),
+    PastEnd(u32),
+    Checksum,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::BadMagic => f.write_str("no chunk starts there"),
+            Self::BadLength(len) => write!(f, "impossible chunk length {len}"),
+            Self::PastEnd(len) => write!(f, "chunk length {len} runs past the end of the file"),
+            Self::Checksum => f.write_str("checksum mismatch"),
+        }
+    }
+}
+
+/// A run of bytes that held no valid chunk.
+struct Skipped {
+    start: u64,
+    len: u64,
+    /// What was wrong at `start`; `None` if fewer bytes than a chunk header were left.
+    problem: Option<Problem>,
+    /// A valid chunk follows (else the run reaches the end of the file).
+    resynced: bool,
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (start, len) = (self.start, self.len);
+        if self.resynced {
+            let problem = self.problem.unwrap_or(Problem::BadMagic);
+            return write!(
+                f,
+                "corrupt chunk at offset {start} ({problem}): skipped {len} bytes up to the next \
+                 valid chunk at offset {}",
+                start + len
+            );
+        }
+        write!(
+            f,
+            "truncated: {len} bytes after the last complete chunk (offset {start})"
+        )?;
+        match self.problem {
+            None | Some(Problem::PastEnd(_)) => {
+                f.write_str(": the recording was cut short (killed, crashed or disk full)")
+            }
+            Some(problem) => write!(f, ": they hold no valid chunk ({problem})"),
+        }
+    }
+}
+
+struct Next {
+    skipped: Option<Skipped>,
+    chunk: Option<Chunk>,
+}
+
+const READ_SIZE: usize = 64 << 10;
+
+/// A read buffer over `R` that knows file offsets, holding at most one chunk plus one read.
+struct Source<R> {
+    r: R,
+    buf: Vec<u8>,
+    pos: usize,
+    /// File offset of `buf[pos]`.
+    offset: u64,
+    eof: bool,
+}
+
+impl<R: Read> Source<R> {
+    fn new(r: R) -> Self {
+        Source {
+            r,
+            buf: Vec::new(),
+            pos: 0,
+            offset: 0,
+            eof: false,
+        }
+    }
+
+    fn avail(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[self.pos..]
+    }
+
+    fn consume(&mut self, n: usize) {
+        debug_assert!(n <= self.avail());
+        self.pos += n;
+        self.offset += n as u64;
+    }
+
+    /// Makes at least `n` bytes available; `false` if the input ends first (then all the
+    /// rest is available).
+    fn fill_to(&mut self, n: usize) -> io::Result<bool> {
+        if self.avail() >= n {
+            return Ok(true);
+        }
+        if self.eof {
+            return Ok(false);
+        }
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.pos = 0;
+        }
+        while self.buf.len() < n {
+            let want = (n - self.buf.len()).max(READ_SIZE);
+            // `take(..).read_to_end` fills spare capacity without zeroing it first, retries
+            // on EINTR, and returns less than asked only at the end of the input.
+            let got = (&mut self.r).take(want as u64).read_to_end(&mut self.buf)?;
+            if got < want {
+                self.eof = true;
+                return Ok(self.buf.len() >= n);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The next valid chunk, and the bytes skipped to reach it (or to reach the end).
+    fn next_chunk(&mut self) -> io::Result<Next> {
+        let mut bad: Option<(u64, Problem)> = None;
+        loop {
+            if !self.fill_to(CHUNK_HEADER_LEN)? {
+                let rest = self.avail();
+                let skipped = (rest > 0 || bad.is_some()).then(|| {
+                    let start = bad.map_or(self.offset, |b| b.0);
+                    Skipped {
+                        start,
+                        len: self.offset + rest as u64 - start,
+                        problem: bad.map(|b| b.1),
+                        resynced: false,
+                    }
+                });
+                self.consume(rest);
+                return Ok(Next {
+                    skipped,
+                    chunk: None,
+                });
+            }
+            let h = codec::parse_chunk_header(
+                self.bytes()[..CHUNK_HEADER_LEN]
+                    .try_into()
+                    .expect("16 bytes"),
+            );
+            let len = h.len as usize;
+            let problem = if !h.magic_ok {
+                Some(Problem::BadMagic)
+            } else if h.len > MAX_CHUNK_PAYLOAD {
+                Some(Problem::BadLength(h.len))
+            } else if !self.fill_to(CHUNK_HEADER_LEN + len)? {
+                Some(Problem::PastEnd(h.len))
+            } else if codec::chunk_crc(h.typ, &[&self.bytes()[CHUNK_HEADER_LEN..][..len]]) != h.crc
+            {
+                Some(Problem::Checksum)
+            } else {
+                None
+            };
+            let Some(problem) = problem else {
+                let offset = self.offset;
+                let payload = self.bytes()[CHUNK_HEADER_LEN..][..len].to_vec();
+                self.consume(CHUNK_HEADER_LEN + len);
+                let skipped = bad.map(|(start, problem)| Skipped {
+                    start,
+                    len: offset - start,
+                    problem: Some(problem),
+                    resynced: true,
+                });
+                return Ok(Next {
+                    skipped,
+                    chunk: Some(Chunk {
+                        typ: h.typ,
+                        offset,
+                        payload,
+                    }),
+                });
+            };
+            bad.get_or_insert((self.offset, problem));
+            self.skip_to_magic()?;
+        }
+    }
+
+    /// Moves past the current byte to the next occurrence of the chunk magic, or to the last
+    /// few bytes of the input.
+    fn skip_to_magic(&mut self) -> io::Result<()> {
+        self.consume(1);
+        loop {
+            let bytes = self.bytes();
+            if let Some(at) = bytes
+                .windows(CHUNK_MAGIC.len())
+                .position(|w| w == CHUNK_MAGIC)
+            {
+                self.consume(at);
+                return Ok(());
+            }
+            // Keep a possible partial magic at the end.
+            let keep = bytes.len().min(CHUNK_MAGIC.len() - 1);
+            self.consume(bytes.len() - keep);
+            if !self.fill_to(keep + 1)? {
+                return Ok(());
+            }
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! `iosched-trace record`: drives a [`Capture`] into a [`RecordingWriter`] until a signal, the
+//! duration or an error stops it, and keeps every complete event on the way out.
+//!
+//! Owns: the record loop, the process table, progress output, periodic flushes.
+//! Must not: know how events are encoded (record) or read from the kernel (capture).
+
+use std::{
+    collections::{HashMap, HashSet},
+    fs::File,
+    io::{BufWriter, IsTerminal, Write},
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::{
+    btf::Btf,
+    capture::{Capture, CaptureOptions},
+    devices::Disk,
+    event::{Event, EventKind},
+    probe::KernelLayout,
+    record::{DeviceInfo, Footer, Header, ProcessInfo, RecordingWriter, Stats, kind_counts},
+};
+
+#[derive(Clone, Debug)]
+pub struct RecordConfig {
+    /// Devices to trace; empty: every device.
+    pub disks: Vec<Disk>,
+    pub output: PathBuf,
+    pub duration: Option<Duration>,
+    pub ring_size: u32,
+    pub wakeup_bytes: u64,
+    pub extra_events: bool,
+    pub verbose: bool,
+    /// One progress line, rewritten in place (only on a TTY).
+    pub progress: bool,
+    pub command_line: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct RecordSummary {
+    pub events: u64,
+    pub bytes: u64,
+    pub stats: Stats,
+    pub duration: Duration,
+    pub ended_by: String,
+}
+
+/// How often the file is flushed and the loss counters are saved: what a kill -9 can cost.
+const FLUSH_EVERY: Duration = Duration::from_secs(1);
+/// How long to wait for a wake-up before draining anyway (events below the wake-up threshold).
+const IDLE_DRAIN: Duration = Duration::from_millis(100);
+
+pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
+    let btf = Btf::from_sys()?;
+    let layout = KernelLayout::from_btf(&btf)?;
+    if let Err(e) = crate::preflight::bump_memlock()
+        && config.verbose
+    {
+        eprintln!("note: could not raise RLIMIT_MEMLOCK ({e}); fine on kernels >= 5.11");
+    }
+
+    let devices: Vec<DeviceInfo> = config
+        .disks
+        .iter()
+        .map(|d| DeviceInfo::from_sysfs(&d.name))
+        .collect::<Result<_, _>>()
+        .context("reading device settings from sysfs")?;
+    let mut header = Header::for_this_host(devices, config.command_line.clone());
+    for disk in config.disks.iter().filter(|d| !d.request_based) {
+        let note = format!(
+            "{} is bio-based: it has no request-level events (no scheduler, no G/I/D/C of requests); only its bio events (Q, bio completion) are recorded",
+            disk.name
+        );
+        eprintln!("warning: {note}");
+        header.notes.push(note);
+    }
+    if !layout.bio_cgroup {
+        header.notes.push(
+            "cgroup ids are the current task's: the bio blkcg chain is not readable on this kernel"
+                .into(),
+        );
+    }
+
+    let options = CaptureOptions {
+        disks: config.disks.clone(),
+        ring_size: config.ring_size,
+        wakeup_bytes: config.wakeup_bytes,
+        extra_events: config.extra_events,
+        verbose: config.verbose,
+    };
+    let mut capture = Capture::start(&options, &layout, &btf)?;
+    for (program, why) in &capture.skipped {
+        let note = format!("optional program {program} not attached: {why}");
+        if config.verbose {
+            eprintln!("note: {note}");
+        }
+        header.notes.push(note);
+    }
+
+    let file = File::create(&config.output)
+        .with_context(|| format!("cannot create {}", config.output.display()))?;
+    let mut writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &header)?;
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    eprintln!(
+        "recording: ready ({} programs attached, devices: {}, output {})",
+        capture.attached.len(),
+        if config.disks.is_empty() {
+            "all".to_string()
+        } else {
+            config
+                .disks
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        },
+        config.output.display()
+    );
+
+    let started = Instant::now();
+    let deadline = config.duration.map(|d| started + d);
+    let mut processes = ProcessTable::default();
+    let mut counts = [0u64; EventKind::ALL.len()];
+    let mut total = 0u64;
+    let mut batch = Vec::with_capacity(4096);
+    let mut next_flush = started + FLUSH_EVERY;
+    let mut last_progress = (started, 0u64);
+    let progress = config.progress && std::io::stderr().is_terminal();
+
+    let ended_by = loop {
+        let ended = tokio::select! {
+            biased;
+            _ = sigint.recv() => Some("signal SIGINT"),
+            _ = sigterm.recv() => Some("signal SIGTERM"),
+            _ = sleep_until(deadline) => Some("duration"),
+            result = capture.next_batch(&mut batch, IDLE_DRAIN) => {
+                result?;
+                None
+            }
+        };
+        store(
+            &mut batch,
+            &mut writer,
+            &mut processes,
+            &mut counts,
+            &mut total,
+        )?;
+        if let Some(reason) = ended {
+            break reason;
+        }
+        let now = Instant::now();
+        if now >= next_flush {
+            let stats = capture.stats()?;
+            writer.write_stats(&stats)?;
+            writer.flush()?;
+            next_flush = now + FLUSH_EVERY;
+            if progress {
+                let rate = (total - last_progress.1) as f64
+                    / now.duration_since(last_progress.0).as_secs_f64();
+                eprint!(
+                    "\r{:>7.1}s  {:>10.0} events/s  {:>10} events  {:>9}  lost {}   ",
+                    now.duration_since(started).as_secs_f64(),
+                    rate,
+                    total,
+                    human_bytes(writer.bytes_written()),
+                    stats.lost()
+                );
+                last_progress = (now, total);
+            }
+        }
+    };
+
+    // Detach first, then take what is still in the ring: nothing produced before the detach
+    // is left behind.
+    capture.detach();
+    capture.drain(&mut batch);
+    store(
+        &mut batch,
+        &mut writer,
+        &mut processes,
+        &mut counts,
+        &mut total,
+    )?;
+    let stats = capture.stats()?;
+    writer.write_stats(&stats)?;
+    let footer = Footer {
+        events_per_kind: kind_counts(&counts),
+        events_total: total,
+        stats: stats.clone(),
+        duration_ns: started.elapsed().as_nanos() as u64,
+        ended_by: ended_by.to_string(),
+    };
+    let bytes = writer.bytes_written();
+    let mut out = writer.finish(&footer)?;
+    out.flush()?;
+    out.into_inner()
+        .map_err(|e| e.into_error())?
+        .sync_all()
+        .context("syncing the recording")?;
+    if progress {
+        eprintln!();
+    }
+    Ok(RecordSummary {
+        events: total,
+        bytes,
+        stats,
+        duration: started.elapsed(),
+        ended_by: ended_by.to_string(),
+    })
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn store(
+    batch: &mut Vec<Event>,
+    writer: &mut RecordingWriter<BufWriter<File>>,
+    processes: &mut ProcessTable,
+    counts: &mut [u64; EventKind::ALL.len()],
+    total: &mut u64,
+) -> anyhow::Result<()> {
+    for ev in batch.drain(..) {
+        if let Some(info) = processes.first_sight(&ev) {
+            writer.add_process(&info)?;
+        }
+        counts[usize::from(ev.kind.code() - 1)] += 1;
+        *total += 1;
+        writer.push(&ev)?;
+    }
+    Ok(())
+}
+
+/// Tasks seen so far; each new one is written to the recording with its cgroup path.
+#[derive(Default)]
+struct ProcessTable {
+    seen: HashSet<(u32, u64)>,
+    cgroups: CgroupPaths,
+}
+
+impl ProcessTable {
+    fn first_sight(&mut self, ev: &Event) -> Option<ProcessInfo> {
+        if !self.seen.insert((ev.pid, ev.cgroup_id)) {
+            return None;
+        }
+        Some(ProcessInfo {
+            pid: ev.pid,
+            tgid: ev.tgid,
+            comm: ev.comm,
+            cgroup_id: ev.cgroup_id,
+            cgroup_path: self.cgroups.path(ev.cgroup_id),
+        })
+    }
+}
+
+/// cgroup v2 id -> path. The id is the cgroup directory's inode number in cgroupfs, so a walk
+/// of /sys/fs/cgroup finds it; the walk is redone (at most once a second) for unknown ids.
+#[derive(Default)]
+struct CgroupPaths {
+    known: HashMap<u64, String>,
+    last_walk: Option<Instant>,
+}
+
+impl CgroupPaths {
+    const ROOT: &'static str = "/sys/fs/cgroup";
+
+    fn path(&mut self, id: u64) -> Option<String> {
+        if id == 0 {
+            return None;
+        }
+        if !self.known.contains_key(&id)
+            && self
+                .last_walk
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+        {
+            self.walk();
+        }
+        self.known.get(&id).cloned()
+    }
+
+    fn walk(&mut self) {
+        use std::os::unix::fs::MetadataExt;
+        self.last_walk = Some(Instant::now());
+        let mut stack = vec![PathBuf::from(Self::ROOT)];
+        while let Some(dir) = stack.pop() {
+            let Ok(meta) = std::fs::metadata(&dir) else {
+                continue;
+            };
+            let relative = dir
+                .strip_prefix(Self::ROOT)
+                .map(|p| format!("/{}", p.display()))
+                .unwrap_or_default();
+            self.known.insert(meta.ino(), relative);
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                stack.extend(
+                    entries
+                        .filter_map(|e| e.ok())
+                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                        .map(|e| e.path()),
+                );
+            }
+        }
+    }
+}
+
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_bytes_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
+    }
+
+    #[test]
+    fn cgroup_root_resolves_when_cgroup2_is_mounted() {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(CgroupPaths::ROOT) else {
+            return;
+        };
+        let mut paths = CgroupPaths::default();
+        assert_eq!(paths.path(meta.ino()).as_deref(), Some("/"));
+        assert_eq!(paths.path(0), None);
+    }
+}

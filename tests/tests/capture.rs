@@ -1,0 +1,294 @@
+//! Real kernel, real devices: the recorder's programs loaded for real, tracing known I/O on
+//! scratch loop devices. Run as root, serially (`cargo xtask test`).
+
+use std::{collections::HashMap, process::Command};
+
+use iosched_trace::event::{EventKind, Op};
+use iosched_trace_tests::{
+    FtraceBlk, LoopDevice, Recorder, ScratchDir, binary, dd, our_multiset, read_recording,
+    real_kernel_available,
+};
+
+/// N direct 4 KiB writes at known offsets by one child process must give exactly N issues and
+/// N completions with those sectors, each completion matched to its issue by request id, and
+/// each request attributed (through its first bio's Q event) to the child.
+fn known_writes_under(scheduler: &str) {
+    if !real_kernel_available(&format!("known_writes_under_{scheduler}")) {
+        return;
+    }
+    const N: u64 = 64;
+    const SEEK: u64 = 100; // in 4 KiB blocks
+    let disk = LoopDevice::new(&format!("known-{scheduler}"), 64, scheduler).unwrap();
+    assert_eq!(disk.scheduler().unwrap(), scheduler);
+    let dev = disk.dev().unwrap();
+    let out = ScratchDir::new(&format!("out-{scheduler}")).unwrap();
+    let file = out.path().join("rec.istrace");
+    let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
+    let pid = dd(&[
+        "if=/dev/zero",
+        &format!("of={}", disk.path.display()),
+        "bs=4096",
+        &format!("count={N}"),
+        &format!("seek={SEEK}"),
+        "oflag=direct",
+    ])
+    .unwrap();
+    recorder.stop().unwrap();
+    let rec = read_recording(&file).unwrap();
+    assert!(rec.warnings.is_empty(), "warnings: {:?}", rec.warnings);
+    assert_eq!(rec.lost, 0);
+    // Every event the kernel sent is in the file: nothing dropped between ring and disk.
+    assert_eq!(rec.sent, Some(rec.events.len() as u64));
+    assert_eq!(rec.footer_total, Some(rec.events.len() as u64));
+    assert!(
+        rec.events.iter().all(|e| (e.dev.major, e.dev.minor) == dev),
+        "foreign device"
+    );
+
+    let expected: Vec<u64> = (0..N).map(|i| (SEEK + i) * 8).collect();
+    let writes = |kind: EventKind| -> Vec<_> {
+        rec.events
+            .iter()
+            .filter(|e| e.kind == kind && e.op == Op::Write)
+            .collect()
+    };
+    let issues = writes(EventKind::Issue);
+    let completes = writes(EventKind::Complete);
+    let mut issued: Vec<u64> = issues.iter().map(|e| e.sector).collect();
+    issued.sort_unstable();
+    assert_eq!(issued, expected, "issued sectors under {scheduler}");
+    let mut completed: Vec<u64> = completes.iter().map(|e| e.sector).collect();
+    completed.sort_unstable();
+    assert_eq!(completed, expected, "completed sectors under {scheduler}");
+    assert!(issues.iter().all(|e| e.bytes == 4096));
+    assert!(completes.iter().all(|e| e.aux == 4096 && e.error == 0));
+
+    // Walk the trace in time order, as an analysis would: the latest Q of a bio pointer names
+    // its submitter; an issue's first bio names the request's; a completion pairs with the
+    // outstanding issue of the same request pointer.
+    let mut submitter_of_bio: HashMap<u64, (u32, String)> = HashMap::new();
+    let mut outstanding: HashMap<u64, u64> = HashMap::new();
+    let mut matched = 0;
+    for ev in &rec.events {
+        match ev.kind {
+            EventKind::Queue => {
+                submitter_of_bio.insert(ev.bio, (ev.pid, ev.comm.to_string()));
+            }
+            EventKind::Issue if ev.op == Op::Write => {
+                assert_ne!(ev.rq, 0);
+                let (who, comm) = submitter_of_bio
+                    .get(&ev.bio)
+                    .unwrap_or_else(|| panic!("issue of rq {:#x} without a Q for its bio", ev.rq));
+                assert_eq!(
+                    (*who, comm.as_str()),
+                    (pid, "dd"),
+                    "submitter of sector {}",
+                    ev.sector
+                );
+                assert!(
+                    outstanding.insert(ev.rq, ev.sector).is_none(),
+                    "rq issued twice"
+                );
+            }
+            EventKind::Complete if ev.op == Op::Write => {
+                let sector = outstanding
+                    .remove(&ev.rq)
+                    .unwrap_or_else(|| panic!("completion of rq {:#x} never issued", ev.rq));
+                assert_eq!(sector, ev.sector);
+                matched += 1;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(matched, N);
+    assert!(outstanding.is_empty());
+    // The Q events themselves are dd's own.
+    let queued = rec
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Queue && e.op == Op::Write)
+        .count() as u64;
+    assert_eq!(queued, N);
+}
+
+#[test]
+fn known_writes_none() {
+    known_writes_under("none");
+}
+
+#[test]
+fn known_writes_mq_deadline() {
+    known_writes_under("mq-deadline");
+}
+
+#[test]
+fn known_writes_bfq() {
+    known_writes_under("bfq");
+}
+
+/// The kernel's own blk tracer, fed by the same tracepoints through different code, sees the
+/// same multiset of (action, sector, sectors) as our recording, for Q G M I D C. The load
+/// includes buffered writes so merges happen, and stays small enough for ftrace not to
+/// overrun.
+#[test]
+fn ftrace_blk_oracle_agrees() {
+    if !real_kernel_available("ftrace_blk_oracle_agrees") {
+        return;
+    }
+    let disk = LoopDevice::new("oracle", 64, "mq-deadline").unwrap();
+    let dev = disk.dev().unwrap();
+    let out = ScratchDir::new("oracle-out").unwrap();
+    let file = out.path().join("rec.istrace");
+    let ftrace = FtraceBlk::start(&disk.name).unwrap();
+    let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
+    let target = format!("of={}", disk.path.display());
+    dd(&[
+        "if=/dev/zero",
+        &target,
+        "bs=4096",
+        "count=200",
+        "oflag=direct",
+    ])
+    .unwrap();
+    // Buffered: writeback builds large requests out of many bios (M events).
+    dd(&[
+        "if=/dev/zero",
+        &target,
+        "bs=4096",
+        "count=512",
+        "seek=1024",
+        "conv=fsync",
+    ])
+    .unwrap();
+    dd(&[
+        &format!("if={}", disk.path.display()),
+        "of=/dev/null",
+        "bs=4096",
+        "count=200",
+        "iflag=direct",
+    ])
+    .unwrap();
+    recorder.stop().unwrap();
+    let actions = ["Q", "G", "M", "I", "D", "C"];
+    let (theirs, overrun) = ftrace.collect(dev, &actions).unwrap();
+    drop(ftrace);
+    assert_eq!(overrun, 0, "ftrace overran: the oracle is incomplete");
+    let rec = read_recording(&file).unwrap();
+    assert_eq!(rec.lost, 0);
+    let ours = our_multiset(&rec.events, dev, &actions);
+    let total: u64 = theirs.values().sum();
+    assert!(total > 800, "too little traced to compare: {total}");
+    assert!(
+        theirs.keys().any(|(a, _, _)| a == "M"),
+        "the workload produced no merges; the oracle check would be weaker than intended"
+    );
+    if ours != theirs {
+        let mut diff = Vec::new();
+        for key in ours.keys().chain(theirs.keys()) {
+            let (a, b) = (ours.get(key), theirs.get(key));
+            if a != b {
+                diff.push(format!("{key:?}: ours {a:?} ftrace {b:?}"));
+            }
+        }
+        diff.dedup();
+        panic!(
+            "recording and ftrace differ on {} keys:\n{}",
+            diff.len(),
+            diff.join("\n")
+        );
+    }
+}
+
+/// A recorder killed with SIGKILL leaves a file that reads back every flushed chunk and says
+/// it was not closed cleanly.
+#[test]
+fn sigkill_keeps_complete_chunks() {
+    if !real_kernel_available("sigkill_keeps_complete_chunks") {
+        return;
+    }
+    let disk = LoopDevice::new("kill", 64, "mq-deadline").unwrap();
+    let out = ScratchDir::new("kill-out").unwrap();
+    let file = out.path().join("rec.istrace");
+    let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
+    dd(&[
+        "if=/dev/zero",
+        &format!("of={}", disk.path.display()),
+        "bs=4096",
+        "count=500",
+        "oflag=direct",
+    ])
+    .unwrap();
+    // The recorder flushes once a second; give it two.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let status = recorder.stop_with(libc::SIGKILL).unwrap();
+    assert!(!status.success());
+    let rec = read_recording(&file).unwrap();
+    assert!(rec.footer_total.is_none());
+    assert!(
+        rec.warnings
+            .iter()
+            .any(|w| w.contains("not closed cleanly")),
+        "warnings: {:?}",
+        rec.warnings
+    );
+    let issues = rec
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Issue && e.op == Op::Write)
+        .count();
+    assert_eq!(issues, 500, "all flushed writes must be there");
+}
+
+/// A ring far too small for the load must lose events, count them, and still write every
+/// event it did get: sent == in the file, lost shown.
+#[test]
+fn tiny_ring_counts_what_it_loses() {
+    if !real_kernel_available("tiny_ring_counts_what_it_loses") {
+        return;
+    }
+    let disk = LoopDevice::new("tiny", 256, "none").unwrap();
+    let out = ScratchDir::new("tiny-out").unwrap();
+    let file = out.path().join("rec.istrace");
+    // 64 KiB ring and wake-ups only when nearly full: bursts overflow it.
+    let mut recorder = Recorder::start(
+        &[&disk.name],
+        &file,
+        &["--ring-size", "64K", "--wakeup", "60K"],
+    )
+    .unwrap();
+    // Buffered writes of 128 MiB, flushed at once: tens of thousands of bios in bursts.
+    dd(&[
+        "if=/dev/zero",
+        &format!("of={}", disk.path.display()),
+        "bs=4096",
+        "count=32768",
+        "conv=fsync",
+    ])
+    .unwrap();
+    recorder.stop().unwrap();
+    let rec = read_recording(&file).unwrap();
+    assert!(
+        rec.lost > 0,
+        "a 64 KiB ring did not overflow; the test load is too light"
+    );
+    assert_eq!(rec.sent, Some(rec.events.len() as u64));
+    let summary = recorder.stderr.join("\n");
+    assert!(
+        summary.contains(&format!("lost {} events", rec.lost)),
+        "stderr: {summary}"
+    );
+    let dump = Command::new(binary())
+        .arg("dump")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(dump.status.success());
+    let text = String::from_utf8_lossy(&dump.stdout);
+    assert!(
+        text.lines()
+            .rev()
+            .take(30)
+            .any(|l| l.to_lowercase().contains("lost") && l.contains(&rec.lost.to_string())),
+        "dump does not show the loss"
+    );
+}

@@ -1,0 +1,302 @@
+//! `cargo xtask bench capture`: what recording costs the workload, and whether it loses events.
+//!
+//! fio 4 KiB random reads (io_uring, iodepth 32) on a loop device over a file in /dev/shm with
+//! scheduler `none`: the fastest block device we can make here, so the tracer's per-event cost
+//! shows. Baseline and recording runs alternate; the verdict uses the median ratio.
+
+use std::{
+    ffi::{CString, OsStr},
+    fs,
+    os::unix::ffi::OsStrExt as _,
+    path::Path,
+    process::{Command, ExitCode, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+
+use crate::{
+    BinArgs, cmd,
+    scratch::{self, LoopDevice, Recorder, TempDir},
+    trace_stats,
+};
+
+const SHM: &str = "/dev/shm";
+const IMAGE_SIZE: u64 = 1 << 30;
+/// Room to leave for the recording, per second of fio runtime: the naive recorder of
+/// TOOLCHAIN.md wrote ~1.1M events/s; at 64-100 bytes per event that is ~100 MiB/s.
+const RECORDING_BYTES_PER_SEC: u64 = 128 << 20;
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The target: recording keeps at least this fraction of baseline IOPS, and loses nothing.
+const MIN_RATIO: f64 = 0.78;
+
+#[derive(Args)]
+pub struct CaptureArgs {
+    /// fio runtime per run, in seconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    runtime: u32,
+    /// Baseline/recording pairs to run; the verdict uses the median ratio.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
+    #[command(flatten)]
+    bin: BinArgs,
+}
+
+/// One baseline + recording pair.
+struct Run {
+    baseline_iops: f64,
+    recording_iops: f64,
+    events: u64,
+    lost: Option<u64>,
+    file_bytes: u64,
+}
+
+impl Run {
+    fn ratio(&self) -> f64 {
+        self.recording_iops / self.baseline_iops
+    }
+}
+
+pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
+    cmd::require_root(
+        "bench capture",
+        "it attaches a loop device and loads eBPF programs",
+    )?;
+    scratch::catch_interrupts()?;
+    let bin = args.bin.resolve()?;
+    if cmd::find_program("fio").is_none() {
+        bail!("fio is not installed (`cargo xtask setup` installs it as root)");
+    }
+    let need = IMAGE_SIZE + u64::from(args.runtime) * RECORDING_BYTES_PER_SEC;
+    let free = free_bytes(Path::new(SHM))?;
+    if free < need {
+        bail!(
+            "{SHM} has {} free; this bench needs about {} (1 GiB scratch file + the recording)",
+            mib(free),
+            mib(need)
+        );
+    }
+    scratch::check_interrupted()?;
+
+    // Guards, dropped in reverse: recorder (inside run_pair), loop device, directory.
+    let dir = TempDir::new(Path::new(SHM), "iosched-trace-bench")?;
+    let image = dir.path().join("scratch.img");
+    scratch::create_file(&image, IMAGE_SIZE, true)?;
+    let mut loopdev = LoopDevice::attach(&image)?;
+    loopdev.set_scheduler("none")?;
+    let trace = dir.path().join("bench.istrace");
+
+    println!(
+        "bench capture: fio 4k randread io_uring iodepth 32, {} s per run, {} on {SHM}, scheduler \
+         none, {} pair(s)",
+        args.runtime,
+        loopdev.name(),
+        args.repeat
+    );
+    let mut runs = Vec::new();
+    for i in 1..=args.repeat {
+        let run = run_pair(&bin, &loopdev, &trace, args.runtime)?;
+        println!(
+            "run {i}/{}: baseline {:.0} IOPS, recording {:.0} IOPS, ratio {:.3}, {} events, lost {}, \
+             file {}",
+            args.repeat,
+            run.baseline_iops,
+            run.recording_iops,
+            run.ratio(),
+            run.events,
+            run.lost.map_or("unknown".to_owned(), |l| l.to_string()),
+            mib(run.file_bytes)
+        );
+        runs.push(run);
+    }
+
+    let median_of = |f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
+    let ratio = median_of(Run::ratio);
+    let events = median_of(|r| r.events as f64);
+    let lost: Option<u64> = runs.iter().map(|r| r.lost).sum();
+    let pass = ratio >= MIN_RATIO && lost == Some(0);
+    let of = if args.repeat > 1 {
+        format!(" (median of {})", args.repeat)
+    } else {
+        String::new()
+    };
+    println!(
+        "baseline IOPS:    {:.0}{of}",
+        median_of(|r| r.baseline_iops)
+    );
+    println!(
+        "recording IOPS:   {:.0}{of}",
+        median_of(|r| r.recording_iops)
+    );
+    println!("ratio:            {ratio:.3}{of}");
+    println!(
+        "events recorded:  {events:.0}{of}, {:.0} events/s",
+        events / f64::from(args.runtime)
+    );
+    match lost {
+        Some(lost) => println!("lost events:      {lost} (all runs)"),
+        None => println!("lost events:      unknown (a dump summary had no `lost` field)"),
+    }
+    println!(
+        "file size:        {}{of}",
+        mib(median_of(|r| r.file_bytes as f64) as u64)
+    );
+    println!(
+        "target (ratio >= {MIN_RATIO}, lost == 0): {}",
+        if pass { "PASS" } else { "FAIL" }
+    );
+    Ok(if pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn run_pair(bin: &Path, loopdev: &LoopDevice, trace: &Path, runtime: u32) -> anyhow::Result<Run> {
+    let baseline_iops = fio(loopdev.dev(), runtime).context("baseline fio run")?;
+
+    let recorder_args: [&OsStr; 5] = [
+        "record".as_ref(),
+        "-d".as_ref(),
+        loopdev.name().as_ref(),
+        "-o".as_ref(),
+        trace.as_os_str(),
+    ];
+    let mut recorder = Recorder::start(bin, &recorder_args)?;
+    recorder.wait_ready(READY_TIMEOUT)?;
+    let recording_iops = fio(loopdev.dev(), runtime).context("fio run while recording")?;
+    let status = recorder.stop()?;
+    if !status.success() {
+        bail!("the recorder exited with {status} after SIGINT; see its output above");
+    }
+    scratch::check_interrupted()?;
+
+    let file_bytes = fs::metadata(trace)
+        .with_context(|| format!("the recorder left no {}", trace.display()))?
+        .len();
+    let started = Instant::now();
+    let stats = trace_stats::from_dump(bin, trace, false)?;
+    eprintln!(
+        "bench: counted {} events with `dump --json` in {:.1} s",
+        stats.events,
+        started.elapsed().as_secs_f64()
+    );
+    fs::remove_file(trace).with_context(|| format!("removing {}", trace.display()))?;
+    Ok(Run {
+        baseline_iops,
+        recording_iops,
+        events: stats.events,
+        lost: stats.lost,
+        file_bytes,
+    })
+}
+
+/// Runs the fio job on `dev` and returns its read IOPS.
+fn fio(dev: &Path, runtime: u32) -> anyhow::Result<f64> {
+    let mut command = Command::new("fio");
+    command
+        .args([
+            "--name=bench",
+            "--rw=randread",
+            "--bs=4k",
+            "--ioengine=io_uring",
+            "--iodepth=32",
+            "--direct=1",
+            "--numjobs=1",
+            "--time_based",
+            "--output-format=json",
+        ])
+        .arg(format!("--filename={}", dev.display()))
+        .arg(format!("--runtime={runtime}"))
+        .stdin(Stdio::null());
+    let shown = cmd::display(&command);
+    eprintln!("+ {shown}");
+    let out = command
+        .output()
+        .with_context(|| format!("could not start `{shown}`"))?;
+    scratch::check_interrupted()?;
+    if !out.status.success() {
+        bail!(
+            "`{shown}` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    read_iops(&String::from_utf8_lossy(&out.stdout)).context("reading fio's JSON output")
+}
+
+/// Sum of `jobs[].read.iops` in fio's JSON output (which may be preceded by warning lines).
+fn read_iops(output: &str) -> anyhow::Result<f64> {
+    let start = output.find('{').context("no JSON object in the output")?;
+    let json: serde_json::Value = serde_json::from_str(&output[start..])?;
+    let jobs = json["jobs"].as_array().context("no `jobs` array")?;
+    let mut iops = 0.0;
+    for job in jobs {
+        if job["error"].as_i64().unwrap_or(0) != 0 {
+            bail!("job {} reported error {}", job["jobname"], job["error"]);
+        }
+        iops += job["read"]["iops"]
+            .as_f64()
+            .context("a job has no read.iops")?;
+    }
+    if iops <= 0.0 {
+        bail!("fio reported no read IOPS");
+    }
+    Ok(iops)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
+}
+
+fn free_bytes(path: &Path) -> anyhow::Result<u64> {
+    let c_path = CString::new(path.as_os_str().as_bytes()).context("path contains NUL")?;
+    // SAFETY: statvfs is plain data, so all-zero is a valid value; statvfs writes into it and
+    // reads only the NUL-terminated path, which outlives the call.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::statvfs(c_path.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("statvfs {}", path.display()));
+    }
+    #[expect(
+        clippy::useless_conversion,
+        reason = "u64 on 64-bit Linux, u32 on some 32-bit targets"
+    )]
+    let free = u64::from(st.f_bavail) * u64::from(st.f_frsize);
+    Ok(free)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(vec![]).is_nan());
+    }
+
+    #[test]
+    fn reads_iops_after_warnings() {
+        let out = r#"fio: some warning
+{"fio version":"fio-3.33","jobs":[{"jobname":"bench","error":0,"read":{"iops":331234.5}}]}"#;
+        assert_eq!(read_iops(out).unwrap(), 331234.5);
+        let failed = r#"{"jobs":[{"jobname":"bench","error":5,"read":{"iops":0.0}}]}"#;
+        assert!(read_iops(failed).is_err());
+        assert!(read_iops("no json").is_err());
+        assert!(read_iops(r#"{"jobs":[]}"#).is_err());
+    }
+}

@@ -1,0 +1,136 @@
+//! `cargo xtask test`: setup, then every check the project has, each timed.
+//!
+//! A failing step does not stop the later ones (one CI run shows every problem); the command
+//! fails at the end if any step failed. The real-kernel tests (package iosched-trace-tests)
+//! run as root or when `CI` is set; then `IOSCHED_TRACE_REQUIRE_ROOT_TESTS=1` makes a test that
+//! cannot load BPF fail instead of skipping.
+
+use std::{
+    env,
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use anyhow::bail;
+
+use crate::{cmd, setup};
+
+const REQUIRE_ROOT_TESTS: &str = "IOSCHED_TRACE_REQUIRE_ROOT_TESTS";
+
+pub fn run() -> anyhow::Result<()> {
+    let started = Instant::now();
+    setup::run()?;
+    println!("test: setup done in {}", secs(started.elapsed()));
+
+    let root = cmd::is_root();
+    let ci = env::var_os("CI").is_some_and(|v| !v.is_empty());
+    let real_kernel = root || ci;
+
+    let mut steps: Vec<(&str, Command)> = vec![
+        ("fmt", cargo(&["fmt", "--all", "--", "--check"])),
+        (
+            "clippy (userspace)",
+            cargo(&[
+                "clippy",
+                "-p",
+                "iosched-trace",
+                "-p",
+                "iosched-trace-common",
+                "-p",
+                "xtask",
+                "-p",
+                "iosched-trace-tests",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ]),
+        ),
+        (
+            // On its own and with these flags: with the workspace, the eBPF crate's panic
+            // handler clashes with std's (duplicate `panic_impl`; see TOOLCHAIN.md).
+            "clippy (eBPF)",
+            cargo(&[
+                "+nightly",
+                "clippy",
+                "-p",
+                "iosched-trace-ebpf",
+                "--",
+                "-D",
+                "warnings",
+                "-C",
+                "panic=abort",
+                "-Zpanic_abort_tests",
+            ]),
+        ),
+        (
+            // --release: the real-kernel tests need a release build anyway, and build.rs
+            // compiles the eBPF object once per profile, so one profile builds everything once.
+            // The real-kernel package is excluded here: it runs below, serially.
+            "unit tests",
+            cargo(&[
+                "test",
+                "--release",
+                "--workspace",
+                "--exclude",
+                "iosched-trace-ebpf",
+                "--exclude",
+                "iosched-trace-tests",
+            ]),
+        ),
+    ];
+    if real_kernel {
+        let mut c = cargo(&[
+            "test",
+            "--release",
+            "-p",
+            "iosched-trace-tests",
+            "--",
+            "--test-threads=1",
+        ]);
+        c.env(REQUIRE_ROOT_TESTS, "1");
+        steps.push(("real-kernel tests", c));
+    }
+
+    let mut failed = Vec::new();
+    for (name, mut command) in steps {
+        println!("test: {name} ...");
+        let t = Instant::now();
+        let result = cmd::run(&mut command);
+        let took = secs(t.elapsed());
+        match result {
+            Ok(()) => println!("test: {name} ok in {took}"),
+            Err(e) => {
+                println!("test: {name} FAILED in {took}: {e:#}");
+                failed.push(name);
+            }
+        }
+    }
+
+    println!("test: total {}", secs(started.elapsed()));
+    if !real_kernel {
+        println!();
+        println!(
+            "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+        );
+        println!("!!! real-kernel tests SKIPPED: not root. Only unit tests, fmt and clippy ran.");
+        println!("!!! Run `cargo xtask test` as root to run them (or set CI=1 to make them fail).");
+        println!(
+            "!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!"
+        );
+    }
+    if !failed.is_empty() {
+        bail!("{} step(s) failed: {}", failed.len(), failed.join(", "));
+    }
+    Ok(())
+}
+
+fn cargo(args: &[&str]) -> Command {
+    let mut c = cmd::cargo();
+    c.args(args);
+    c
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
