@@ -322,7 +322,13 @@ pub fn our_multiset(events: &[Event], dev: (u32, u32), actions: &[&str]) -> Acti
             _ => continue,
         };
         if actions.contains(&action) {
-            *set.entry((action.to_string(), ev.sector, sectors))
+            // Zero-length events (flushes) print no sector in blk's format, except C.
+            let sector = if sectors == 0 && action != "C" {
+                0
+            } else {
+                ev.sector
+            };
+            *set.entry((action.to_string(), sector, sectors))
                 .or_default() += 1;
         }
     }
@@ -408,16 +414,21 @@ impl FtraceBlk {
                 continue;
             };
             let fields: Vec<&str> = body.split_whitespace().collect();
-            if fields.len() < 6 || fields[0] != prefix || fields[4] != "+" {
+            if fields.len() < 4 || fields[0] != prefix {
                 continue;
             }
             let action = fields[1];
             if !actions.contains(&action) {
                 continue;
             }
-            let (Ok(sector), Ok(sectors)) = (fields[3].parse::<u64>(), fields[5].parse::<u32>())
-            else {
-                continue;
+            // "S + N [..]", or for zero-length events "[comm]" (C: "S [err]").
+            let (sector, sectors) = match (fields.get(3), fields.get(4), fields.get(5)) {
+                (Some(s), Some(&"+"), Some(n)) => match (s.parse::<u64>(), n.parse::<u32>()) {
+                    (Ok(s), Ok(n)) => (s, n),
+                    _ => continue,
+                },
+                (Some(s), _, _) => (s.parse::<u64>().unwrap_or(0), 0),
+                _ => continue,
             };
             *set.entry((action.to_string(), sector, sectors))
                 .or_default() += 1;
