@@ -55,7 +55,14 @@ const IDLE_DRAIN: Duration = Duration::from_millis(100);
 
 pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     let btf = Btf::from_sys()?;
-    let layout = KernelLayout::from_btf(&btf)?;
+    let mut layout = KernelLayout::from_btf(&btf)?;
+    // A bio's blkcg lives in the hierarchy that holds the io controller. When that is a v1
+    // `blkio` mount (hybrid hosts), its ids are not cgroup2 ids, and mixing the two in one
+    // field would attribute I/O to the wrong cgroup: use the submitting task's cgroup2 id.
+    let blkio_v1 = blkio_on_cgroup_v1();
+    if blkio_v1 {
+        layout.bio_cgroup = false;
+    }
     if let Err(e) = crate::preflight::bump_memlock()
         && config.verbose
     {
@@ -260,17 +267,40 @@ impl ProcessTable {
     }
 }
 
-/// cgroup v2 id -> path. The id is the cgroup directory's inode number in cgroupfs, so a walk
-/// of /sys/fs/cgroup finds it; the walk is redone (at most once a second) for unknown ids.
+/// cgroup v2 id -> path. The id is the cgroup directory's inode number in the cgroup2
+/// filesystem, so a walk of that mount finds it (only that mount: hybrid hosts also mount a
+/// tmpfs and v1 hierarchies under /sys/fs/cgroup, whose inode numbers collide). The walk is
+/// redone, at most once a second, for ids not yet known.
 #[derive(Default)]
 struct CgroupPaths {
     known: HashMap<u64, String>,
     last_walk: Option<Instant>,
 }
 
-impl CgroupPaths {
-    const ROOT: &'static str = "/sys/fs/cgroup";
+/// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup` or `/sys/fs/cgroup/unified`).
+fn cgroup2_root() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (_, dir, fstype) = (fields.next()?, fields.next()?, fields.next()?);
+        (fstype == "cgroup2").then(|| PathBuf::from(dir))
+    })
+}
 
+/// Whether the block I/O controller is on a cgroup v1 hierarchy.
+fn blkio_on_cgroup_v1() -> bool {
+    std::fs::read_to_string("/proc/self/mounts").is_ok_and(|mounts| {
+        mounts.lines().any(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(2) == Some(&"cgroup")
+                && fields
+                    .get(3)
+                    .is_some_and(|opts| opts.split(',').any(|o| o == "blkio"))
+        })
+    })
+}
+
+impl CgroupPaths {
     fn path(&mut self, id: u64) -> Option<String> {
         if id == 0 {
             return None;
@@ -288,13 +318,22 @@ impl CgroupPaths {
     fn walk(&mut self) {
         use std::os::unix::fs::MetadataExt;
         self.last_walk = Some(Instant::now());
-        let mut stack = vec![PathBuf::from(Self::ROOT)];
+        let Some(root) = cgroup2_root() else {
+            return;
+        };
+        let Ok(root_meta) = std::fs::metadata(&root) else {
+            return;
+        };
+        let mut stack = vec![root.clone()];
         while let Some(dir) = stack.pop() {
             let Ok(meta) = std::fs::metadata(&dir) else {
                 continue;
             };
+            if meta.dev() != root_meta.dev() {
+                continue;
+            }
             let relative = dir
-                .strip_prefix(Self::ROOT)
+                .strip_prefix(&root)
                 .map(|p| format!("/{}", p.display()))
                 .unwrap_or_default();
             self.known.insert(meta.ino(), relative);
@@ -339,7 +378,7 @@ mod tests {
     #[test]
     fn cgroup_root_resolves_when_cgroup2_is_mounted() {
         use std::os::unix::fs::MetadataExt;
-        let Ok(meta) = std::fs::metadata(CgroupPaths::ROOT) else {
+        let Some(meta) = cgroup2_root().and_then(|r| std::fs::metadata(r).ok()) else {
             return;
         };
         let mut paths = CgroupPaths::default();
