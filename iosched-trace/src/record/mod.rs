@@ -226,11 +226,12 @@ pub fn kind_counts(counts: &[u64; EventKind::ALL.len()]) -> BTreeMap<String, u64
 pub enum FormatError {
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
-    #[error("{path}: {source}")]
+    // The cause is part of this one line, so it is not also a `#[source]` (anyhow's `{:#}`
+    // would print it twice).
+    #[error("{path}: {cause}")]
     File {
         path: PathBuf,
-        #[source]
-        source: Box<FormatError>,
+        cause: Box<FormatError>,
     },
     #[error("empty file: no recording data (was the recorder stopped before it wrote anything?)")]
     Empty,

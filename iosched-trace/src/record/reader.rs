@@ -47,7 +47,7 @@ impl RecordingReader<BufReader<File>> {
     pub fn open(path: &Path) -> Result<Self, FormatError> {
         let wrap = |e: FormatError| FormatError::File {
             path: path.to_owned(),
-            source: Box::new(e),
+            cause: Box::new(e),
         };
         let file = File::open(path).map_err(|e| wrap(e.into()))?;
         Self::new(BufReader::new(file)).map_err(wrap)

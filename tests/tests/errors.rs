@@ -1,0 +1,183 @@
+//! What a user sees when something is wrong: one clear line on stderr and a non-zero exit,
+//! never a panic or a silent empty recording. Plus the bio-based device case, which records
+//! what exists and says what does not.
+
+use std::{fs, process::Command};
+
+use iosched_trace::event::EventKind;
+use iosched_trace_tests::{
+    Recorder, ScratchDir, binary, dd, read_recording, real_kernel_available,
+};
+
+/// Runs the binary and returns (exit success, stderr lines).
+fn run_cli(cmd: &mut Command) -> (bool, Vec<String>) {
+    let out = cmd.output().expect("spawn iosched-trace");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("panicked"),
+        "iosched-trace panicked: {stderr}"
+    );
+    (
+        out.status.success(),
+        stderr.lines().map(str::to_string).collect(),
+    )
+}
+
+fn assert_one_line_error(result: (bool, Vec<String>), wanted: &str) {
+    let (ok, lines) = result;
+    assert!(!ok, "expected a failure mentioning {wanted:?}");
+    assert_eq!(lines.len(), 1, "expected one line, got {lines:?}");
+    assert!(
+        lines[0].starts_with("iosched-trace: error: ") && lines[0].contains(wanted),
+        "{:?} does not mention {wanted:?}",
+        lines[0]
+    );
+}
+
+#[test]
+fn no_such_device() {
+    if !real_kernel_available("no_such_device") {
+        return;
+    }
+    let dir = ScratchDir::new("nodev").unwrap();
+    let out = dir.path().join("x.istrace");
+    for spec in ["nosuchdisk0", "/dev/nosuchdisk0", "250:250"] {
+        assert_one_line_error(
+            run_cli(
+                Command::new(binary())
+                    .args(["record", "-d", spec, "-o"])
+                    .arg(&out),
+            ),
+            &format!("no such block device: {spec}"),
+        );
+    }
+    assert!(
+        !out.exists(),
+        "no recording may be created for a bad device"
+    );
+}
+
+#[test]
+fn not_root_is_told_what_is_missing() {
+    // Runs as root and drops privileges for the child; as non-root, run it directly.
+    let dir = ScratchDir::new("noroot").unwrap();
+    let out = dir.path().join("x.istrace");
+    let mut cmd = Command::new("setpriv");
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ]);
+    }
+    cmd.arg(binary())
+        .args(["record", "-d", "loop0", "-o"])
+        .arg(&out);
+    assert_one_line_error(run_cli(&mut cmd), "must run as root");
+}
+
+#[test]
+fn dump_refuses_foreign_and_broken_files() {
+    let dir = ScratchDir::new("foreign").unwrap();
+    let cases: [(&str, &[u8], &str); 4] = [
+        ("empty", b"", "empty"),
+        (
+            "text",
+            b"hello, this is not a trace\n",
+            "not an iosched-trace recording",
+        ),
+        // A blktrace record's magic, little-endian.
+        (
+            "blktrace",
+            &[0x07, 0x74, 0x61, 0x65, 0, 0, 0, 0],
+            "blktrace",
+        ),
+        ("cut", b"\x89IOSCHD\n\x01\x00", "ends inside its header"),
+    ];
+    for (name, bytes, wanted) in cases {
+        let path = dir.path().join(name);
+        fs::write(&path, bytes).unwrap();
+        let result = run_cli(Command::new(binary()).arg("dump").arg(&path));
+        let (ok, lines) = &result;
+        assert!(!ok, "{name}: dump succeeded on a {name} file");
+        assert_eq!(lines.len(), 1, "{name}: {lines:?}");
+        assert!(
+            lines[0].to_lowercase().contains(wanted),
+            "{name}: {:?} does not say {wanted:?}",
+            lines[0]
+        );
+    }
+    assert_one_line_error(
+        run_cli(Command::new(binary()).args(["dump", "/nonexistent/trace.istrace"])),
+        "/nonexistent/trace.istrace",
+    );
+}
+
+/// zram is bio-based: no request events exist. The recorder says so and records the bio
+/// events that do exist (Q and bio completions), exactly one of each per write.
+#[test]
+fn bio_based_zram_records_bio_events_and_says_so() {
+    if !real_kernel_available("bio_based_zram_records_bio_events_and_says_so") {
+        return;
+    }
+    let control = std::path::Path::new("/sys/class/zram-control/hot_add");
+    if !control.exists() {
+        panic!("this kernel has no zram: the bio-based path cannot be tested here");
+    }
+    let zram = Zram::new().unwrap();
+    let dir = ScratchDir::new("zram").unwrap();
+    let file = dir.path().join("z.istrace");
+    let mut recorder = Recorder::start(&[&zram.name], &file, &[]).unwrap();
+    assert!(
+        recorder
+            .stderr
+            .iter()
+            .any(|l| l.contains(&format!("{} is bio-based", zram.name))),
+        "no bio-based warning: {:?}",
+        recorder.stderr
+    );
+    dd(&[
+        "if=/dev/zero",
+        &format!("of=/dev/{}", zram.name),
+        "bs=4096",
+        "count=40",
+        "oflag=direct",
+    ])
+    .unwrap();
+    recorder.stop().unwrap();
+    let rec = read_recording(&file).unwrap();
+    let count = |k: EventKind| rec.events.iter().filter(|e| e.kind == k).count();
+    assert_eq!(count(EventKind::Queue), 40);
+    assert_eq!(count(EventKind::BioComplete), 40);
+    assert_eq!(count(EventKind::Issue), 0);
+}
+
+/// A zram device of our own, removed on drop.
+struct Zram {
+    id: String,
+    name: String,
+}
+
+impl Zram {
+    fn new() -> anyhow::Result<Self> {
+        let id = fs::read_to_string("/sys/class/zram-control/hot_add")?
+            .trim()
+            .to_string();
+        let zram = Self {
+            name: format!("zram{id}"),
+            id,
+        };
+        fs::write(format!("/sys/block/{}/disksize", zram.name), "64M")?;
+        Ok(zram)
+    }
+}
+
+impl Drop for Zram {
+    fn drop(&mut self) {
+        let _ = fs::write(format!("/sys/block/{}/reset", self.name), "1");
+        let _ = fs::write("/sys/class/zram-control/hot_remove", &self.id);
+    }
+}
