@@ -21,7 +21,7 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use iosched_trace_common::{
-    Config, NO_OFFSET, Offsets, RawEvent,
+    Config, NO_OFFSET, Offsets, RawEvent, SPAN,
     kind::{self, *},
     stat,
 };
@@ -140,24 +140,54 @@ fn traced_dev(key: u64, disk_off: u32, errors: &mut u32) -> Option<u32> {
     traced.then_some(dev)
 }
 
+/// The first [`SPAN`] bytes of a request or bio.
+#[repr(C, align(8))]
+struct Span([u8; SPAN]);
+
 #[inline(always)]
-fn rq_dev(rq: u64, errors: &mut u32) -> Option<u32> {
-    let q: u64 = read(rq, config!(off.rq_q), errors)?;
-    traced_dev(q, config!(off.q_disk), errors)
+fn read_span(base: u64, errors: &mut u32) -> Option<Span> {
+    if base == 0 {
+        return None;
+    }
+    // SAFETY: bpf_probe_read_kernel validates the address; a bad one returns an error.
+    match unsafe { bpf_probe_read_kernel(base as *const Span) } {
+        Ok(span) => Some(span),
+        Err(_) => {
+            *errors += 1;
+            None
+        }
+    }
+}
+
+impl Span {
+    /// The field at `off`; zero if absent. Userspace guarantees spanned offsets are in bounds
+    /// and naturally aligned; the bound is checked again so the verifier can see it.
+    #[inline(always)]
+    fn get<T: Copy + Default>(&self, off: u32) -> T {
+        let off = off as usize;
+        if off == NO_OFFSET as usize || off + size_of::<T>() > SPAN {
+            return T::default();
+        }
+        // SAFETY: in bounds (checked above) and aligned (checked by userspace); T is plain data.
+        unsafe { core::ptr::read(self.0.as_ptr().add(off).cast::<T>()) }
+    }
 }
 
 #[inline(always)]
-fn bio_dev(bio: u64, errors: &mut u32) -> Option<u32> {
-    let bdev: u64 = read(bio, config!(off.bio_bdev), errors)?;
-    traced_dev(bdev, config!(off.bdev_disk), errors)
+fn rq_dev(rq_span: &Span, errors: &mut u32) -> Option<u32> {
+    traced_dev(rq_span.get(config!(off.rq_q)), config!(off.q_disk), errors)
+}
+
+#[inline(always)]
+fn bio_dev(bio_span: &Span, errors: &mut u32) -> Option<u32> {
+    traced_dev(bio_span.get(config!(off.bio_bdev)), config!(off.bdev_disk), errors)
 }
 
 /// The cgroup the block layer charges a bio to (its blkcg), which for writeback is the
 /// dirtying task's cgroup, not the flusher's.
 #[inline(always)]
-fn bio_cgroup_id(bio: u64, errors: &mut u32) -> u64 {
+fn bio_cgroup_id(blkg: u64, errors: &mut u32) -> u64 {
     let id = (|| {
-        let blkg: u64 = read(bio, config!(off.bio_blkg), errors)?;
         let blkcg: u64 = read(blkg, config!(off.blkg_blkcg), errors)?;
         let css = blkcg + config!(off.blkcg_css) as u64;
         let cgroup: u64 = read(css, config!(off.css_cgroup), errors)?;
@@ -229,26 +259,26 @@ fn bio_event(bio: u64, kind: u16, aux: u64) {
         return;
     }
     let mut errors = 0;
-    let Some(dev) = bio_dev(bio, &mut errors) else {
+    let Some(span) = read_span(bio, &mut errors) else {
+        count(stat::READ_ERRORS);
         return;
     };
-    let sector: u64 = read(bio, config!(off.bio_sector), &mut errors).unwrap_or(0);
-    let bytes: u32 = read(bio, config!(off.bio_size), &mut errors).unwrap_or(0);
-    let opf: u32 = read(bio, config!(off.bio_opf), &mut errors).unwrap_or(0);
-    let ioprio: u16 = read(bio, config!(off.bio_ioprio), &mut errors).unwrap_or(0);
+    let Some(dev) = bio_dev(&span, &mut errors) else {
+        return;
+    };
     // Only Q needs the charged cgroup: G/M/F/X of the same bio follow it closely.
     let cgroup_id = if kind == BIO_QUEUE && config!(bio_cgroup) != 0 {
-        bio_cgroup_id(bio, &mut errors)
+        bio_cgroup_id(span.get(config!(off.bio_blkg)), &mut errors)
     } else {
         // SAFETY: helper without arguments.
         unsafe { bpf_get_current_cgroup_id() }
     };
     emit(kind, dev, errors, |ev| {
         ev.bio = bio;
-        ev.sector = sector;
-        ev.bytes = bytes;
-        ev.cmd_flags = opf;
-        ev.ioprio = ioprio;
+        ev.sector = span.get(config!(off.bio_sector));
+        ev.bytes = span.get(config!(off.bio_size));
+        ev.cmd_flags = span.get(config!(off.bio_opf));
+        ev.ioprio = span.get(config!(off.bio_ioprio));
         ev.cgroup_id = cgroup_id;
         ev.aux = aux;
     });
@@ -256,32 +286,31 @@ fn bio_event(bio: u64, kind: u16, aux: u64) {
 
 /// Events about a request: I, D, C, R, M (rq merge), io_start/io_done.
 #[inline(always)]
-fn rq_event(rq: u64, kind: u16, error: i32, aux: u64) -> Option<u64> {
+fn rq_event(rq: u64, kind: u16, error: i32, aux: u64) -> Option<(u64, u32)> {
     let mut errors = 0;
-    let dev = rq_dev(rq, &mut errors)?;
-    let sector: u64 = read(rq, config!(off.rq_sector), &mut errors).unwrap_or(0);
-    let bytes: u32 = read(rq, config!(off.rq_data_len), &mut errors).unwrap_or(0);
-    let opf: u32 = read(rq, config!(off.rq_cmd_flags), &mut errors).unwrap_or(0);
-    let bio: u64 = read(rq, config!(off.rq_bio), &mut errors).unwrap_or(0);
-    // Recent kernels keep the priority only in the bios (request.ioprio is gone in 6.x).
-    let ioprio: u16 = if config!(off.rq_ioprio) != NO_OFFSET {
-        read(rq, config!(off.rq_ioprio), &mut errors).unwrap_or(0)
-    } else {
-        read(bio, config!(off.bio_ioprio), &mut errors).unwrap_or(0)
+    let Some(span) = read_span(rq, &mut errors) else {
+        count(stat::READ_ERRORS);
+        return None;
     };
+    let dev = rq_dev(&span, &mut errors)?;
+    let bio: u64 = span.get(config!(off.rq_bio));
+    // Recent kernels (6.x) keep the priority only in the bios: there a request's priority is
+    // its first bio's, known from that bio's Q event; one more read per event would cost
+    // more than it tells.
+    let ioprio: u16 = span.get(config!(off.rq_ioprio));
     emit(kind, dev, errors, |ev| {
         ev.rq = rq;
         ev.bio = bio;
-        ev.sector = sector;
-        ev.bytes = bytes;
-        ev.cmd_flags = opf;
+        ev.sector = span.get(config!(off.rq_sector));
+        ev.bytes = span.get(config!(off.rq_data_len));
+        ev.cmd_flags = span.get(config!(off.rq_cmd_flags));
         ev.ioprio = ioprio;
         // SAFETY: helper without arguments.
         ev.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
         ev.error = error;
         ev.aux = aux;
     });
-    Some(bio)
+    Some((bio, dev))
 }
 
 // Argument positions are constants: the verifier refuses context reads at offsets it cannot
@@ -338,7 +367,7 @@ pub fn block_rq_insert(ctx: BtfTracePointContext) -> i32 {
 #[btf_tracepoint(function = "block_rq_issue")]
 pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
     let rq = rq_arg(&ctx);
-    let Some(first) = rq_event(rq, RQ_ISSUE, 0, 0) else {
+    let Some((first, dev)) = rq_event(rq, RQ_ISSUE, 0, 0) else {
         return 0;
     };
     // Bios merged into this request (M/F) carry no request pointer in their tracepoints; the
@@ -348,8 +377,6 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
     let next_off = config!(off.bio_next);
     let mut bio: u64 = read(first, next_off, &mut errors).unwrap_or(0);
     let mut pos: u32 = 1;
-    // No `dev` lookup again: the issue event above passed the filter.
-    let dev = rq_dev(rq, &mut errors).unwrap_or(0);
     while bio != 0 && pos < MAX_CHAIN {
         emit(BIO_IN_RQ, dev, 0, |ev| {
             ev.rq = rq;
@@ -397,19 +424,19 @@ pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
 pub fn block_bio_complete(ctx: BtfTracePointContext) -> i32 {
     let bio: u64 = ctx.arg(1);
     let mut errors = 0;
-    let Some(dev) = bio_dev(bio, &mut errors) else {
+    let Some(span) = read_span(bio, &mut errors) else {
+        count(stat::READ_ERRORS);
         return 0;
     };
-    let sector: u64 = read(bio, config!(off.bio_sector), &mut errors).unwrap_or(0);
-    let bytes: u32 = read(bio, config!(off.bio_size), &mut errors).unwrap_or(0);
-    let opf: u32 = read(bio, config!(off.bio_opf), &mut errors).unwrap_or(0);
-    let status: u8 = read(bio, config!(off.bio_status), &mut errors).unwrap_or(0);
+    let Some(dev) = bio_dev(&span, &mut errors) else {
+        return 0;
+    };
     emit(BIO_COMPLETE, dev, errors, |ev| {
         ev.bio = bio;
-        ev.sector = sector;
-        ev.bytes = bytes;
-        ev.cmd_flags = opf;
-        ev.error = status as i32;
+        ev.sector = span.get(config!(off.bio_sector));
+        ev.bytes = span.get(config!(off.bio_size));
+        ev.cmd_flags = span.get(config!(off.bio_opf));
+        ev.error = span.get::<u8>(config!(off.bio_status)) as i32;
     });
     0
 }

@@ -6,7 +6,7 @@
 //! prototypes against what the programs read.
 //! Must not: load programs or touch devices.
 
-use iosched_trace_common::{NO_OFFSET, Offsets};
+use iosched_trace_common::{NO_OFFSET, Offsets, SPAN};
 
 use crate::{
     btf::{Btf, BtfError},
@@ -72,19 +72,6 @@ impl KernelLayout {
             blkcg_css: optional("blkcg", "css"),
             _pad: 0,
         };
-        let bio_cgroup = [
-            offsets.bio_blkg,
-            offsets.blkg_blkcg,
-            offsets.css_cgroup,
-            offsets.cgroup_kn,
-            offsets.kn_id,
-            offsets.blkcg_css,
-        ]
-        .iter()
-        .all(|&o| o != NO_OFFSET);
-        if !bio_cgroup {
-            offsets.bio_blkg = NO_OFFSET;
-        }
         // The programs read these with fixed widths; a kernel that changed a width would be
         // misread, so check rather than assume.
         for (ty, member, size) in [
@@ -106,6 +93,52 @@ impl KernelLayout {
                     format!("{ty}.{member} is {found} bytes, expected {size}"),
                 ));
             }
+        }
+        // Optional fields beyond the copied span are left out rather than refused.
+        for off in [&mut offsets.rq_ioprio, &mut offsets.bio_blkg] {
+            if *off != NO_OFFSET && *off as usize + 8 > SPAN {
+                *off = NO_OFFSET;
+            }
+        }
+        // The programs read these from one copy of the struct's first SPAN bytes.
+        for (name, off, size) in [
+            ("request.q", offsets.rq_q, 8),
+            ("request.bio", offsets.rq_bio, 8),
+            ("request.__sector", offsets.rq_sector, 8),
+            ("request.__data_len", offsets.rq_data_len, 4),
+            ("request.cmd_flags", offsets.rq_cmd_flags, 4),
+            ("request.ioprio", offsets.rq_ioprio, 2),
+            ("bio.bi_next", offsets.bio_next, 8),
+            ("bio.bi_bdev", offsets.bio_bdev, 8),
+            ("bio.bi_opf", offsets.bio_opf, 4),
+            ("bio.bi_iter.bi_sector", offsets.bio_sector, 8),
+            ("bio.bi_iter.bi_size", offsets.bio_size, 4),
+            ("bio.bi_ioprio", offsets.bio_ioprio, 2),
+            ("bio.bi_status", offsets.bio_status, 1),
+            ("bio.bi_blkg", offsets.bio_blkg, 8),
+        ] {
+            if off == NO_OFFSET {
+                continue;
+            }
+            if off as usize + size > SPAN || off as usize % size != 0 {
+                return Err(ProbeError::Field(
+                    name,
+                    format!("at offset {off}, outside the first {SPAN} bytes the programs copy"),
+                ));
+            }
+        }
+        let bio_cgroup = [
+            offsets.bio_blkg,
+            offsets.blkg_blkcg,
+            offsets.css_cgroup,
+            offsets.cgroup_kn,
+            offsets.kn_id,
+            offsets.blkcg_css,
+        ]
+        .iter()
+        .all(|&o| o != NO_OFFSET);
+        if !bio_cgroup {
+            offsets.bio_blkg = NO_OFFSET;
         }
         Ok(Self {
             offsets,
