@@ -180,7 +180,11 @@ fn rq_dev(rq_span: &Span, errors: &mut u32) -> Option<u32> {
 
 #[inline(always)]
 fn bio_dev(bio_span: &Span, errors: &mut u32) -> Option<u32> {
-    traced_dev(bio_span.get(config!(off.bio_bdev)), config!(off.bdev_disk), errors)
+    traced_dev(
+        bio_span.get(config!(off.bio_bdev)),
+        config!(off.bdev_disk),
+        errors,
+    )
 }
 
 /// The cgroup the block layer charges a bio to (its blkcg), which for writeback is the

@@ -84,7 +84,12 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         eprintln!("warning: {note}");
         header.notes.push(note);
     }
-    if !layout.bio_cgroup {
+    if blkio_v1 {
+        header.notes.push(
+            "cgroup ids are the submitting task's cgroup2 ids: the io controller is mounted as cgroup v1 blkio here"
+                .into(),
+        );
+    } else if !layout.bio_cgroup {
         header.notes.push(
             "cgroup ids are the current task's: the bio blkcg chain is not readable on this kernel"
                 .into(),
