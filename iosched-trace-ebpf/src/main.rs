@@ -127,7 +127,7 @@ fn traced_dev(key: u64, disk_off: u32, errors: &mut u32) -> Option<u32> {
         return None;
     }
     // SAFETY: the value is a plain u64 copied out immediately.
-    if let Some(&cached) = unsafe { DEVCACHE.get(&key) } {
+    if let Some(&cached) = unsafe { DEVCACHE.get(key) } {
         return (cached >> 32 != 0).then_some(cached as u32);
     }
     let disk: u64 = read(key, disk_off, errors)?;
@@ -135,8 +135,8 @@ fn traced_dev(key: u64, disk_off: u32, errors: &mut u32) -> Option<u32> {
     let minor: i32 = read(disk, config!(off.disk_first_minor), errors)?;
     let dev = ((major as u32) << 20) | (minor as u32 & 0xf_ffff);
     // SAFETY: the value is not kept.
-    let traced = config!(filter_devices) == 0 || unsafe { DEVICES.get(&dev) }.is_some();
-    let _ = DEVCACHE.insert(&key, &((dev as u64) | ((traced as u64) << 32)), 0);
+    let traced = config!(filter_devices) == 0 || unsafe { DEVICES.get(dev) }.is_some();
+    let _ = DEVCACHE.insert(key, (dev as u64) | ((traced as u64) << 32), 0);
     traced.then_some(dev)
 }
 
@@ -479,7 +479,7 @@ pub fn block_unplug(ctx: BtfTracePointContext) -> i32 {
 fn kyber_event(ctx: &BtfTracePointContext, kind: u16, depth: u32) {
     let dev = ctx.arg::<u64>(0) as u32;
     // SAFETY: the value is not kept.
-    if config!(filter_devices) != 0 && unsafe { DEVICES.get(&dev) }.is_none() {
+    if config!(filter_devices) != 0 && unsafe { DEVICES.get(dev) }.is_none() {
         return;
     }
     let mut errors = 0;

@@ -120,7 +120,7 @@ impl KernelLayout {
             if off == NO_OFFSET {
                 continue;
             }
-            if off as usize + size > SPAN || off as usize % size != 0 {
+            if off as usize + size > SPAN || !(off as usize).is_multiple_of(size) {
                 return Err(ProbeError::Field(
                     name,
                     format!("at offset {off}, outside the first {SPAN} bytes the programs copy"),
