@@ -5,7 +5,7 @@
 //! shows. Baseline and recording runs alternate; the verdict uses the median ratio.
 
 use std::{
-    ffi::{CString, OsStr},
+    ffi::CString,
     fs,
     os::unix::ffi::OsStrExt as _,
     path::Path,
@@ -156,14 +156,7 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
 fn run_pair(bin: &Path, loopdev: &LoopDevice, trace: &Path, runtime: u32) -> anyhow::Result<Run> {
     let baseline_iops = fio(loopdev.dev(), runtime).context("baseline fio run")?;
 
-    let recorder_args: [&OsStr; 5] = [
-        "record".as_ref(),
-        "-d".as_ref(),
-        loopdev.name().as_ref(),
-        "-o".as_ref(),
-        trace.as_os_str(),
-    ];
-    let mut recorder = Recorder::start(bin, &recorder_args)?;
+    let mut recorder = Recorder::start(bin, loopdev, trace)?;
     recorder.wait_ready(READY_TIMEOUT)?;
     let recording_iops = fio(loopdev.dev(), runtime).context("fio run while recording")?;
     let status = recorder.stop()?;

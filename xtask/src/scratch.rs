@@ -277,10 +277,12 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn start(bin: &Path, args: &[&std::ffi::OsStr]) -> anyhow::Result<Self> {
+    /// `bin record -d loopN -o output`, in the background.
+    pub fn start(bin: &Path, dev: &LoopDevice, output: &Path) -> anyhow::Result<Self> {
         let mut command = Command::new(bin);
         command
-            .args(args)
+            .args(["record", "-d", dev.name(), "-o"])
+            .arg(output)
             .stdin(Stdio::null())
             .stderr(Stdio::piped());
         let shown = cmd::display(&command);
