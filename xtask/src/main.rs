@@ -17,7 +17,11 @@ use std::{path::PathBuf, process::ExitCode};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "cargo xtask", about = "Developer workflows for iosched-trace")]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "Developer workflows for iosched-trace"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
