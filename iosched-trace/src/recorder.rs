@@ -19,9 +19,9 @@ use crate::{
     btf::Btf,
     capture::{Capture, CaptureOptions},
     devices::Disk,
-    event::{Event, EventKind},
+    event::Event,
     probe::KernelLayout,
-    record::{DeviceInfo, Footer, Header, ProcessInfo, RecordingWriter, Stats, kind_counts},
+    record::{DeviceInfo, Header, ProcessInfo, RecordingWriter, Stats},
 };
 
 #[derive(Clone, Debug)]
@@ -136,8 +136,6 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     let started = Instant::now();
     let deadline = config.duration.map(|d| started + d);
     let mut processes = ProcessTable::default();
-    let mut counts = [0u64; EventKind::ALL.len()];
-    let mut total = 0u64;
     let mut batch = Vec::with_capacity(4096);
     let mut next_flush = started + FLUSH_EVERY;
     let mut last_progress = (started, 0u64);
@@ -154,13 +152,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
                 None
             }
         };
-        store(
-            &mut batch,
-            &mut writer,
-            &mut processes,
-            &mut counts,
-            &mut total,
-        )?;
+        store(&mut batch, &mut writer, &mut processes)?;
         if let Some(reason) = ended {
             break reason;
         }
@@ -171,6 +163,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
             writer.flush()?;
             next_flush = now + FLUSH_EVERY;
             if progress {
+                let total = writer.events_pushed();
                 let rate = (total - last_progress.1) as f64
                     / now.duration_since(last_progress.0).as_secs_f64();
                 eprint!(
@@ -190,22 +183,12 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     // is left behind.
     capture.detach();
     capture.drain(&mut batch);
-    store(
-        &mut batch,
-        &mut writer,
-        &mut processes,
-        &mut counts,
-        &mut total,
-    )?;
+    store(&mut batch, &mut writer, &mut processes)?;
     let stats = capture.stats()?;
     writer.write_stats(&stats)?;
-    let footer = Footer {
-        events_per_kind: kind_counts(&counts),
-        events_total: total,
-        stats: stats.clone(),
-        duration_ns: started.elapsed().as_nanos() as u64,
-        ended_by: ended_by.to_string(),
-    };
+    // The writer counted every event it was given, per kind.
+    let footer = writer.footer(stats.clone(), started.elapsed().as_nanos() as u64, ended_by);
+    let total = footer.events_total;
     let bytes = writer.bytes_written();
     let mut out = writer.finish(&footer)?;
     out.flush()?;
@@ -236,15 +219,11 @@ fn store(
     batch: &mut Vec<Event>,
     writer: &mut RecordingWriter<BufWriter<File>>,
     processes: &mut ProcessTable,
-    counts: &mut [u64; EventKind::ALL.len()],
-    total: &mut u64,
 ) -> anyhow::Result<()> {
     for ev in batch.drain(..) {
         if let Some(info) = processes.first_sight(&ev) {
             writer.add_process(&info)?;
         }
-        counts[usize::from(ev.kind.code() - 1)] += 1;
-        *total += 1;
         writer.push(&ev)?;
     }
     Ok(())
