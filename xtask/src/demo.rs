@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::{Context as _, bail};
+use anyhow::bail;
 use clap::Args;
 
 use crate::{
@@ -82,17 +82,7 @@ fn show_dump(bin: &Path, trace: &Path) -> anyhow::Result<()> {
     eprintln!("+ {shown} | head -n {DUMP_LINES}");
     // Read it all (a few tens of thousands of lines) rather than closing the pipe early, so
     // that dump does not die of SIGPIPE and its exit status means something.
-    let out = command
-        .output()
-        .with_context(|| format!("could not start `{shown}`"))?;
-    if !out.status.success() {
-        bail!(
-            "`{shown}` failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = cmd::output(&mut command)?;
     for line in text.lines().take(DUMP_LINES) {
         println!("{line}");
     }
