@@ -381,6 +381,19 @@ impl Event {
     }
 }
 
+/// A text message written into the trace stream beside the events: blktrace's `m N ...`
+/// notes, which is how BFQ (and other schedulers) log their decisions (`bfq1350S expire ...`).
+/// Kept apart from [`Event`] because it carries text of any length.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Note {
+    /// CLOCK_MONOTONIC nanoseconds (or the trace's own clock for imported traces).
+    pub ts_ns: u64,
+    pub dev: Dev,
+    pub cpu: u16,
+    pub pid: u32,
+    pub text: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
