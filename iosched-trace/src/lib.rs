@@ -6,6 +6,7 @@
 //! - [`preflight`], [`devices`]: can we trace here, and which disks.
 //! - [`capture`]: loading and attaching the eBPF programs, draining their ring buffer.
 //! - [`record`]: our recording format; [`recorder`]: the `record` command's loop.
+//! - [`input`]: any trace we read (recordings, blktrace files) as one time-ordered source.
 //! - [`dump`]: blkparse-style text and JSON lines.
 //! - [`cli`]: command-line syntax and validation.
 
@@ -15,6 +16,7 @@ pub mod cli;
 pub mod devices;
 pub mod dump;
 pub mod event;
+pub mod input;
 pub mod preflight;
 pub mod probe;
 pub mod record;

@@ -84,6 +84,14 @@ impl<I: Iterator<Item = Event>> TimeOrdered<I> {
         self.inner
     }
 
+    pub fn inner(&self) -> &I {
+        &self.inner
+    }
+
+    pub fn inner_mut(&mut self) -> &mut I {
+        &mut self.inner
+    }
+
     fn release(&mut self) -> Option<Event> {
         let Reverse(held) = self.held.pop()?;
         match self.last_out_ns {
