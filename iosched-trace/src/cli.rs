@@ -26,6 +26,75 @@ pub enum Command {
     Record(RecordArgs),
     /// Print a recording as blkparse-style text (or JSON lines), in time order.
     Dump(DumpArgs),
+    /// Where the time went: latency by stage (btt's Q2G..Q2C plus Q2D), merges, queue depth,
+    /// idling waste and service slices, per device, process and cgroup.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// A trace: an iosched-trace recording (or blktrace files, where supported).
+    pub file: PathBuf,
+    /// The report as one JSON document (schema: docs/REPORT.md).
+    #[arg(long)]
+    pub json: bool,
+    /// Start of the window, seconds after the trace's first event.
+    #[arg(long, value_name = "SECS")]
+    pub from: Option<f64>,
+    /// End of the window, seconds after the trace's first event.
+    #[arg(long, value_name = "SECS")]
+    pub to: Option<f64>,
+    /// Only this device (name or major:minor). Repeatable.
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub devices: Vec<String>,
+    /// Only I/O submitted by this pid (or tgid). Repeatable.
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Only I/O submitted by tasks of this name. Repeatable.
+    #[arg(long, value_name = "COMM")]
+    pub comm: Vec<String>,
+    /// Only I/O charged to this cgroup (path substring or numeric id). Repeatable.
+    #[arg(long, value_name = "CGROUP")]
+    pub cgroup: Vec<String>,
+    /// Service slices by cgroup instead of by process.
+    #[arg(long)]
+    pub slices_by_cgroup: bool,
+    /// How many of the longest idle-with-pending intervals to list.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// Idle-with-pending gaps shorter than this many µs count as block-layer transit, not
+    /// idling waste.
+    #[arg(long, value_name = "USECS", default_value_t = 50.0)]
+    pub min_idle_us: f64,
+}
+
+impl ReportArgs {
+    /// The analysis options, with the window checked.
+    pub fn options(&self) -> Result<crate::analysis::Options, ArgError> {
+        let secs = |flag: &'static str, v: Option<f64>| match v {
+            Some(s) if !(s.is_finite() && s >= 0.0) => Err(ArgError::Window(flag, s)),
+            Some(s) => Ok(Some((s * 1e9) as u64)),
+            None => Ok(None),
+        };
+        let from_ns = secs("--from", self.from)?;
+        let to_ns = secs("--to", self.to)?;
+        if let (Some(f), Some(t)) = (from_ns, to_ns)
+            && t <= f
+        {
+            return Err(ArgError::EmptyWindow);
+        }
+        Ok(crate::analysis::Options {
+            from_ns,
+            to_ns,
+            devices: self.devices.clone(),
+            pids: self.pid.clone(),
+            comms: self.comm.clone(),
+            cgroups: self.cgroup.clone(),
+            slices_by_cgroup: self.slices_by_cgroup,
+            top_intervals: self.top,
+            min_idle_ns: Some(secs("--min-idle-us", Some(self.min_idle_us / 1e6))?.unwrap_or(0)),
+        })
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -72,6 +141,10 @@ pub enum ArgError {
     Wakeup(u64),
     #[error("--duration {0}: must be a positive number of seconds")]
     Duration(f64),
+    #[error("{0} {1}: must be a number of seconds >= 0")]
+    Window(&'static str, f64),
+    #[error("--to must be after --from")]
+    EmptyWindow,
     #[error(transparent)]
     Device(#[from] crate::devices::DeviceError),
 }
@@ -145,7 +218,7 @@ mod tests {
         argv.extend_from_slice(extra);
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Record(r) => r,
-            Command::Dump(_) => unreachable!(),
+            _ => unreachable!(),
         }
     }
 

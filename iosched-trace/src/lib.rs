@@ -7,9 +7,12 @@
 //! - [`capture`]: loading and attaching the eBPF programs, draining their ring buffer.
 //! - [`record`]: our recording format; [`recorder`]: the `record` command's loop.
 //! - [`input`]: any trace we read (recordings, blktrace files) as one time-ordered source.
+//! - [`timeline`]: each request's and bio's life, rebuilt from the events.
+//! - [`analysis`]: per device/process/cgroup numbers from the timeline (`report`).
 //! - [`dump`]: blkparse-style text and JSON lines.
 //! - [`cli`]: command-line syntax and validation.
 
+pub mod analysis;
 pub mod btf;
 pub mod capture;
 pub mod cli;
@@ -21,3 +24,5 @@ pub mod preflight;
 pub mod probe;
 pub mod record;
 pub mod recorder;
+pub mod report;
+pub mod timeline;

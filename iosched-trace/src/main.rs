@@ -9,9 +9,10 @@ use std::{
 use anyhow::Context;
 use clap::Parser;
 use iosched_trace::{
-    cli::{Cli, Command, DumpArgs, RecordArgs},
+    analysis,
+    cli::{Cli, Command, DumpArgs, RecordArgs, ReportArgs},
     devices::Sysfs,
-    dump, preflight,
+    dump, input, preflight,
     record::RecordingReader,
     recorder::{self, RecordConfig, human_bytes},
 };
@@ -38,7 +39,42 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Record(args) => record(args),
         Command::Dump(args) => dump(args),
+        Command::Report(args) => report(args),
     }
+}
+
+fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let opts = args.options()?;
+    let mut source = input::open(&args.file)?;
+    let mut opts = opts;
+    // Cgroup filters by path: find the ids in the trace's process table.
+    let by_path: Vec<u64> = source
+        .processes()
+        .values()
+        .filter(|p| {
+            p.cgroup_path
+                .as_deref()
+                .is_some_and(|path| opts.cgroups.iter().any(|c| path.contains(c.as_str())))
+        })
+        .map(|p| p.cgroup_id)
+        .collect();
+    opts.cgroups.extend(by_path.iter().map(|i| i.to_string()));
+    let report = analysis::analyze(source.as_mut(), &opts)?;
+    for w in &report.trace.warnings {
+        eprintln!("warning: {w}");
+    }
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&report)?;
+        s.push('\n');
+        s
+    } else {
+        iosched_trace::report::render(&report)
+    };
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {

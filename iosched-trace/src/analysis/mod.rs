@@ -1,0 +1,485 @@
+//! Numbers from the timeline: per device, process and cgroup, where the time went. One pass,
+//! memory bounded by the number of devices, processes and cgroups (histograms, not samples).
+//!
+//! - [`latency`]: btt's stages and the distributions that hold them.
+//! - [`idling`]: idle-with-pending intervals and who they are attributed to.
+//! - [`slices`]: runs of dispatches per owner (the scheduler's switching pattern).
+//! - [`seeks`]: seek distances.
+//! - [`model`]: the report's data (what `--json` prints) and how it is assembled.
+//!
+//! Owns: aggregation. Must not: read files, print.
+
+pub mod idling;
+pub mod latency;
+pub mod model;
+pub mod seeks;
+pub mod slices;
+
+use rustc_hash::FxHashMap;
+
+use crate::{
+    event::{Dev, Event, EventKind, ReqFlags},
+    input::{InputError, TraceSource},
+    timeline::{BioLife, DeviceState, Direction, LifeSink, RequestLife, Submitter, Timeline},
+};
+
+use idling::{IdleTotals, IdleTracker};
+use latency::{Latency, Stage, Stages};
+use seeks::Seeks;
+use slices::{SliceStats, SliceTracker};
+
+pub use model::Report;
+
+/// What a report covers.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Start of the window, ns after the trace's first event.
+    pub from_ns: Option<u64>,
+    /// End of the window, ns after the trace's first event.
+    pub to_ns: Option<u64>,
+    /// Only these devices (names like `loop0`, or `major:minor`); empty: all.
+    pub devices: Vec<String>,
+    /// Only I/O submitted by these (process, cgroup and latency sections; device totals stay
+    /// whole).
+    pub pids: Vec<u32>,
+    pub comms: Vec<String>,
+    /// A cgroup path (substring match) or numeric id.
+    pub cgroups: Vec<String>,
+    /// Slices by cgroup instead of by process.
+    pub slices_by_cgroup: bool,
+    /// How many of the longest idle-with-pending intervals to list.
+    pub top_intervals: usize,
+    /// Idle-with-pending gaps shorter than this are block-layer transit, not waste
+    /// (`None`: [`DEFAULT_MIN_IDLE_NS`]).
+    pub min_idle_ns: Option<u64>,
+}
+
+/// See [`idling`]: far below any scheduler's idle timer, far above a request's transit.
+pub const DEFAULT_MIN_IDLE_NS: u64 = 50_000;
+
+/// The analyzed time range, absolute trace ns, half open [from, to).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    pub from: u64,
+    pub to: u64,
+}
+
+impl Window {
+    pub const ALL: Window = Window {
+        from: 0,
+        to: u64::MAX,
+    };
+
+    pub fn contains(&self, ts: u64) -> bool {
+        ts >= self.from && ts < self.to
+    }
+
+    /// Length of [a, b) inside the window.
+    pub fn clip(&self, a: u64, b: u64) -> u64 {
+        b.min(self.to).saturating_sub(a.max(self.from))
+    }
+}
+
+/// Reads a whole trace and returns its report.
+pub fn analyze(source: &mut dyn TraceSource, opts: &Options) -> Result<Report, InputError> {
+    let meta = source.meta().clone();
+    let bio_based: Vec<Dev> = meta
+        .devices
+        .iter()
+        .filter(|d| !d.request_based)
+        .map(|d| d.dev)
+        .collect();
+    let wanted = model::resolve_devices(&meta.devices, &opts.devices)?;
+    let mut timeline = Timeline::new(bio_based);
+    let mut agg = Aggregator::new(opts.clone());
+    while let Some(ev) = source.next_event() {
+        let ev = ev?;
+        if let Some(w) = &wanted
+            && !w.contains(&ev.dev)
+        {
+            continue;
+        }
+        agg.see(&ev);
+        timeline.push(&ev, &mut agg);
+    }
+    let anomalies = timeline.finish().clone();
+    agg.finish();
+    Ok(model::build(&agg, &anomalies, source))
+}
+
+/// Counts by direction.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DirCounts {
+    pub requests: u64,
+    pub bytes: u64,
+}
+
+/// One device's aggregates.
+#[derive(Default)]
+pub struct DeviceAgg {
+    pub bios_queued: u64,
+    pub requests_dispatched: u64,
+    pub dispatched_bytes: u64,
+    pub completed: [DirCounts; 3],
+    pub merges_back: u64,
+    pub merges_front: u64,
+    pub merges_request: u64,
+    pub stages: Stages,
+    pub stages_by_dir: [Stages; 3],
+    last_q: Option<u64>,
+    pub q_seeks: Seeks,
+    pub d_seeks: Seeks,
+    pub active_at_q_sum: u64,
+    pub plugs: u64,
+    pub unplugs_explicit: u64,
+    pub unplugs_timer: u64,
+    pub unplug_depth_sum: u64,
+    // Time integrals over the window.
+    last_ts: Option<u64>,
+    in_driver: u32,
+    pending: u32,
+    pub driver_area: u128,
+    pub pending_area: u128,
+    pub max_in_driver: u32,
+    pub max_pending: u32,
+    pub busy_ns: u64,
+    pub idle_empty_ns: u64,
+    pub idle: IdleTracker,
+    slices: SliceTracker,
+    pub errors: u64,
+}
+
+/// One process's aggregates (keyed by pid: a task).
+pub struct ProcessAgg {
+    pub who: Submitter,
+    pub bios_queued: u64,
+    pub completed: [DirCounts; 3],
+    pub bytes_by_dir: [u64; 3],
+    pub bytes: u64,
+    pub stages: Stages,
+    pub stages_by_dir: [Stages; 3],
+    pub dispatched: u64,
+    pub sequential: u64,
+    last_d_end: Option<(Dev, u64)>,
+    last_q: Option<u64>,
+    pub think: Latency,
+    in_flight: u32,
+    last_completion: Option<u64>,
+    pub devices: Vec<Dev>,
+}
+
+/// One cgroup's aggregates.
+#[derive(Default)]
+pub struct CgroupAgg {
+    pub bios_queued: u64,
+    pub requests: u64,
+    pub bytes: u64,
+    pub pids: Vec<u32>,
+    pub stages: Stages,
+}
+
+/// The [`LifeSink`] that aggregates everything a report shows.
+pub struct Aggregator {
+    pub opts: Options,
+    pub window: Window,
+    pub first_ts: Option<u64>,
+    pub last_ts: u64,
+    pub events: u64,
+    pub devices: FxHashMap<Dev, DeviceAgg>,
+    pub processes: FxHashMap<u32, ProcessAgg>,
+    pub cgroups: FxHashMap<u64, CgroupAgg>,
+    pub idle: IdleTotals,
+    pub slices: FxHashMap<u64, SliceStats>,
+}
+
+impl Aggregator {
+    pub fn new(opts: Options) -> Aggregator {
+        let top = opts.top_intervals;
+        let min_idle = opts.min_idle_ns.unwrap_or(DEFAULT_MIN_IDLE_NS);
+        Aggregator {
+            opts,
+            window: Window::ALL,
+            first_ts: None,
+            last_ts: 0,
+            events: 0,
+            devices: FxHashMap::default(),
+            processes: FxHashMap::default(),
+            cgroups: FxHashMap::default(),
+            idle: IdleTotals::new(top, min_idle),
+            slices: FxHashMap::default(),
+        }
+    }
+
+    /// Every event passes here before the timeline sees it: the window is fixed by the first.
+    pub fn see(&mut self, ev: &Event) {
+        if self.first_ts.is_none() {
+            self.first_ts = Some(ev.ts_ns);
+            let rel = |r: Option<u64>, dflt: u64| r.map_or(dflt, |r| ev.ts_ns.saturating_add(r));
+            self.window = Window {
+                from: rel(self.opts.from_ns, ev.ts_ns),
+                to: rel(self.opts.to_ns, u64::MAX),
+            };
+        }
+        self.last_ts = self.last_ts.max(ev.ts_ns);
+        if self.window.contains(ev.ts_ns) {
+            self.events += 1;
+        }
+    }
+
+    /// The window actually covered: the requested one cut to the trace.
+    pub fn effective_window(&self) -> Window {
+        let first = self.first_ts.unwrap_or(0);
+        Window {
+            from: self.window.from.max(first),
+            to: self.window.to.min(self.last_ts.max(first)),
+        }
+    }
+
+    fn selected(&self, s: &Submitter) -> bool {
+        let o = &self.opts;
+        (o.pids.is_empty() || o.pids.contains(&s.pid) || o.pids.contains(&s.tgid))
+            && (o.comms.is_empty() || o.comms.iter().any(|c| *c == s.comm.as_str()))
+            && (o.cgroups.is_empty()
+                || o.cgroups
+                    .iter()
+                    .any(|c| c.parse::<u64>().ok() == Some(s.cgroup_id)))
+    }
+
+    /// Cgroup filters by path need the process table; resolved ids are added here.
+    pub fn add_cgroup_ids(&mut self, ids: impl IntoIterator<Item = u64>) {
+        self.opts
+            .cgroups
+            .extend(ids.into_iter().map(|i| i.to_string()));
+    }
+
+    fn device(&mut self, dev: Dev) -> &mut DeviceAgg {
+        device_entry(&mut self.devices, self.window, dev)
+    }
+
+    fn process(&mut self, s: &Submitter) -> &mut ProcessAgg {
+        self.processes.entry(s.pid).or_insert_with(|| ProcessAgg {
+            who: *s,
+            bios_queued: 0,
+            completed: Default::default(),
+            bytes_by_dir: [0; 3],
+            bytes: 0,
+            stages: Stages::default(),
+            stages_by_dir: Default::default(),
+            dispatched: 0,
+            sequential: 0,
+            last_d_end: None,
+            last_q: None,
+            think: Latency::default(),
+            in_flight: 0,
+            last_completion: None,
+            devices: Vec::new(),
+        })
+    }
+
+    fn slice_owner(&self, s: Option<&Submitter>) -> u64 {
+        match s {
+            Some(s) if self.opts.slices_by_cgroup => s.cgroup_id,
+            Some(s) => u64::from(s.pid),
+            None => 0,
+        }
+    }
+
+    /// Integrates the device's state up to `ts`.
+    fn integrate(window: &Window, d: &mut DeviceAgg, ts: u64) {
+        let Some(last) = d.last_ts else {
+            d.last_ts = Some(ts);
+            return;
+        };
+        if ts <= last {
+            return;
+        }
+        let dt = window.clip(last, ts);
+        d.driver_area += u128::from(dt) * u128::from(d.in_driver);
+        d.pending_area += u128::from(dt) * u128::from(d.pending);
+        if d.in_driver > 0 {
+            d.busy_ns += dt;
+        } else if d.pending == 0 {
+            d.idle_empty_ns += dt;
+        }
+        d.last_ts = Some(ts);
+    }
+
+    /// The trace ended: integrate to the window's end, close open intervals and slices.
+    pub fn finish(&mut self) {
+        let end = self.effective_window().to;
+        let window = self.window;
+        for (dev, d) in &mut self.devices {
+            Self::integrate(&window, d, end);
+            d.idle.close(*dev, end, &window, &mut self.idle);
+            d.slices.finish(&mut self.slices);
+        }
+    }
+}
+
+fn device_entry(
+    devices: &mut FxHashMap<Dev, DeviceAgg>,
+    window: Window,
+    dev: Dev,
+) -> &mut DeviceAgg {
+    devices.entry(dev).or_insert_with(|| DeviceAgg {
+        // The device is taken as empty from the window's start until its first event.
+        last_ts: Some(window.from),
+        ..Default::default()
+    })
+}
+
+fn dir_index(d: Direction) -> usize {
+    d as usize
+}
+
+impl LifeSink for Aggregator {
+    fn event(&mut self, ev: &Event) {
+        if !self.window.contains(ev.ts_ns) {
+            return;
+        }
+        let kind = ev.kind;
+        let d = self.device(ev.dev);
+        match kind {
+            EventKind::BackMerge => d.merges_back += 1,
+            EventKind::FrontMerge => d.merges_front += 1,
+            EventKind::RqMerge => d.merges_request += 1,
+            EventKind::Plug => d.plugs += 1,
+            EventKind::Unplug => {
+                if ev.error == 1 {
+                    d.unplugs_explicit += 1;
+                } else {
+                    d.unplugs_timer += 1;
+                }
+                d.unplug_depth_sum += ev.aux;
+            }
+            EventKind::Complete | EventKind::BioComplete if ev.error != 0 => d.errors += 1,
+            _ => {}
+        }
+    }
+
+    fn queued(&mut self, ev: &Event, state: &DeviceState) {
+        if !self.window.contains(ev.ts_ns) {
+            return;
+        }
+        let d = self.device(ev.dev);
+        d.bios_queued += 1;
+        d.q_seeks.add(ev.sector, u64::from(ev.sectors()));
+        d.active_at_q_sum += u64::from(state.pending.saturating_sub(1));
+        if let Some(last) = d.last_q.replace(ev.ts_ns) {
+            d.stages.record(Stage::Q2Q, ev.ts_ns - last);
+        }
+        let s = Submitter::of(ev);
+        if !self.selected(&s) {
+            return;
+        }
+        let sync = ev.op == crate::event::Op::Read || ev.flags.has(ReqFlags::SYNC);
+        let p = self.process(&s);
+        p.bios_queued += 1;
+        if !p.devices.contains(&ev.dev) {
+            p.devices.push(ev.dev);
+        }
+        if let Some(last) = p.last_q.replace(ev.ts_ns) {
+            p.stages.record(Stage::Q2Q, ev.ts_ns - last);
+        }
+        if p.in_flight == 0
+            && sync
+            && let Some(c) = p.last_completion
+            && ev.ts_ns >= c
+        {
+            p.think.record(ev.ts_ns - c);
+        }
+        p.in_flight += 1;
+        let c = self.cgroups.entry(s.cgroup_id).or_default();
+        c.bios_queued += 1;
+        if !c.pids.contains(&s.pid) && c.pids.len() < 64 {
+            c.pids.push(s.pid);
+        }
+    }
+
+    fn issued(&mut self, ev: &Event, submitter: Option<&Submitter>, _state: &DeviceState) {
+        if !self.window.contains(ev.ts_ns) {
+            return;
+        }
+        let owner = self.slice_owner(submitter);
+        let sectors = u64::from(ev.sectors());
+        let d = device_entry(&mut self.devices, self.window, ev.dev);
+        d.requests_dispatched += 1;
+        d.dispatched_bytes += u64::from(ev.bytes);
+        d.d_seeks.add(ev.sector, sectors);
+        d.slices
+            .issued(owner, ev.ts_ns, ev.sector, sectors, &mut self.slices);
+        if let Some(s) = submitter
+            && self.selected(s)
+        {
+            let p = self.process(s);
+            p.dispatched += 1;
+            if p.last_d_end == Some((ev.dev, ev.sector)) {
+                p.sequential += 1;
+            }
+            p.last_d_end = Some((ev.dev, ev.sector + sectors));
+        }
+    }
+
+    fn bio_done(&mut self, bio: &BioLife) {
+        let in_window = self.window.contains(bio.c);
+        let dir = dir_index(Direction::of(bio.op));
+        if in_window {
+            let d = self.device(bio.dev);
+            d.stages.record_bio(bio);
+            d.stages_by_dir[dir].record_bio(bio);
+        }
+        let Some(s) = bio.submitter.filter(|s| self.selected(s)) else {
+            return;
+        };
+        let p = self.process(&s);
+        if bio.q.is_some() {
+            p.in_flight = p.in_flight.saturating_sub(1);
+        }
+        p.last_completion = Some(bio.c);
+        if !in_window {
+            return;
+        }
+        p.bytes += u64::from(bio.bytes);
+        p.bytes_by_dir[dir] += u64::from(bio.bytes);
+        p.stages.record_bio(bio);
+        p.stages_by_dir[dir].record_bio(bio);
+        let c = self.cgroups.entry(s.cgroup_id).or_default();
+        c.bytes += u64::from(bio.bytes);
+        c.stages.record_bio(bio);
+    }
+
+    fn request_done(&mut self, rq: &RequestLife) {
+        let owner = self.slice_owner(rq.submitter.as_ref());
+        let window = self.window;
+        let d = self.device(rq.dev);
+        d.idle.completed(rq.submitter.map_or(0, |s| s.pid));
+        d.slices.completed(owner, rq.c);
+        if !window.contains(rq.c) {
+            return;
+        }
+        let dir = dir_index(Direction::of(rq.op));
+        d.completed[dir].requests += 1;
+        d.completed[dir].bytes += u64::from(rq.bytes);
+        if let Some(s) = rq.submitter.filter(|s| self.selected(s)) {
+            let p = self.process(&s);
+            p.completed[dir].requests += 1;
+            p.completed[dir].bytes += u64::from(rq.bytes);
+            self.cgroups.entry(s.cgroup_id).or_default().requests += 1;
+        }
+    }
+
+    fn device_state(&mut self, dev: Dev, ts: u64, state: &DeviceState) {
+        let window = self.window;
+        let d = device_entry(&mut self.devices, window, dev);
+        Self::integrate(&window, d, ts);
+        let was_idle_pending = d.in_driver == 0 && d.pending > 0;
+        d.in_driver = state.in_driver;
+        d.pending = state.pending;
+        if window.contains(ts) {
+            d.max_in_driver = d.max_in_driver.max(state.in_driver);
+            d.max_pending = d.max_pending.max(state.pending);
+        }
+        d.idle
+            .update(dev, ts, was_idle_pending, state, &window, &mut self.idle);
+    }
+}

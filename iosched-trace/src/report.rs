@@ -1,0 +1,449 @@
+//! `report`'s human text: the [`Report`] laid out for reading (sections, aligned columns,
+//! units). The JSON form is the same data serialized (docs/REPORT.md).
+
+use std::{collections::BTreeMap, fmt::Write};
+
+use crate::analysis::{
+    Report,
+    latency::LatencySummary,
+    model::{DeviceReport, DirectionReport, ProcessReport},
+    seeks::SeekSummary,
+};
+
+/// Nanoseconds as ns/µs/ms/s with 3 significant digits.
+pub fn human_ns(ns: f64) -> String {
+    let (v, unit) = if ns < 1e3 {
+        (ns, "ns")
+    } else if ns < 1e6 {
+        (ns / 1e3, "µs")
+    } else if ns < 1e9 {
+        (ns / 1e6, "ms")
+    } else {
+        (ns / 1e9, "s")
+    };
+    if v >= 100.0 || unit == "ns" {
+        format!("{v:.0} {unit}")
+    } else if v >= 10.0 {
+        format!("{v:.1} {unit}")
+    } else {
+        format!("{v:.2} {unit}")
+    }
+}
+
+/// Bytes as B/KiB/MiB/GiB.
+pub fn human_bytes(b: f64) -> String {
+    const K: f64 = 1024.0;
+    if b < K {
+        format!("{b:.0} B")
+    } else if b < K * K {
+        format!("{:.1} KiB", b / K)
+    } else if b < K * K * K {
+        format!("{:.1} MiB", b / (K * K))
+    } else {
+        format!("{:.2} GiB", b / (K * K * K))
+    }
+}
+
+fn mib_s(bytes_per_s_mb: f64) -> String {
+    // Reports carry MB/s (10^6); show MiB/s like iostat -m does not, but fio does.
+    format!("{:.2} MiB/s", bytes_per_s_mb * 1e6 / (1024.0 * 1024.0))
+}
+
+fn dir_line(name: &str, d: &DirectionReport) -> String {
+    format!(
+        "{name:<5} {:>9.0} IOPS {:>13}  {:>9} requests {:>11}",
+        d.iops,
+        mib_s(d.mb_per_s),
+        d.requests,
+        human_bytes(d.bytes as f64)
+    )
+}
+
+fn seek_line(s: &SeekSummary) -> String {
+    format!(
+        "{} distances, {} seeks; mean {:.0}, median {}, mode {} sectors",
+        s.count, s.seeks, s.mean_sectors, s.median_sectors, s.mode_sectors
+    )
+}
+
+fn latency_table(out: &mut String, indent: &str, stages: &BTreeMap<&'static str, LatencySummary>) {
+    if stages.is_empty() {
+        let _ = writeln!(out, "{indent}(no latency samples)");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{indent}{:<6}{:>9}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+        "stage", "count", "mean", "p50", "p90", "p99", "p99.9", "max"
+    );
+    // btt's order, then Q2D.
+    for name in [
+        "q2q", "q2g", "g2i", "q2m", "i2d", "m2d", "d2c", "q2c", "q2d",
+    ] {
+        if let Some(s) = stages.get(name) {
+            let _ = writeln!(
+                out,
+                "{indent}{:<6}{:>9}{:>10}{:>10}{:>10}{:>10}{:>10}{:>10}",
+                name.to_uppercase(),
+                s.count,
+                human_ns(s.mean_ns),
+                human_ns(s.p50_ns as f64),
+                human_ns(s.p90_ns as f64),
+                human_ns(s.p99_ns as f64),
+                human_ns(s.p999_ns as f64),
+                human_ns(s.max_ns as f64),
+            );
+        }
+    }
+}
+
+fn device_section(out: &mut String, d: &DeviceReport) {
+    let _ = writeln!(
+        out,
+        "{} ({})  scheduler {}  rotational {}",
+        d.name,
+        d.dev,
+        d.scheduler.as_deref().unwrap_or("?"),
+        d.rotational.map_or("?", |r| if r { "yes" } else { "no" })
+    );
+    for (name, dir) in [("read", &d.read), ("write", &d.write), ("other", &d.other)] {
+        if dir.requests > 0 || name != "other" {
+            let _ = writeln!(out, "  {}", dir_line(name, dir));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  merging   {} bios queued -> {} requests dispatched: merge ratio {:.2} \
+         (back {}, front {}, request {}); average request {}",
+        d.bios_queued,
+        d.requests_dispatched,
+        d.merge_ratio,
+        d.merges.back,
+        d.merges.front,
+        d.merges.request,
+        human_bytes(d.avg_request_bytes)
+    );
+    let _ = writeln!(
+        out,
+        "  depth     waiting mean {:.2} max {} | in driver mean {:.2} max {} | \
+         utilization {:.1}%",
+        d.queue_depth.scheduler_mean,
+        d.queue_depth.scheduler_max,
+        d.queue_depth.driver_mean,
+        d.queue_depth.driver_max,
+        d.util_pct
+    );
+    let _ = writeln!(
+        out,
+        "  idle      with I/O waiting {} ({:.1}%, {} intervals) | nothing waiting {} ({:.1}%) \
+         | transit gaps {} ({})",
+        human_ns(d.idle_with_pending_ns as f64),
+        d.idle_with_pending_pct,
+        d.idle_with_pending_intervals,
+        human_ns(d.idle_empty_ns as f64),
+        d.idle_empty_pct,
+        human_ns(d.idle_short_gaps_ns as f64),
+        d.idle_short_gaps
+    );
+    let _ = writeln!(out, "  seeks Q2Q {}", seek_line(&d.seeks_q2q));
+    let _ = writeln!(out, "  seeks D2D {}", seek_line(&d.seeks_d2d));
+    let _ = writeln!(
+        out,
+        "  plugs     {} plugs, {} explicit + {} timer unplugs, {:.1} requests per unplug; \
+         {:.2} bios waiting at each Q",
+        d.plugs.plugs,
+        d.plugs.unplugs_explicit,
+        d.plugs.unplugs_timer,
+        d.plugs.mean_requests_per_unplug,
+        d.active_at_q_mean
+    );
+    if d.errors > 0 {
+        let _ = writeln!(out, "  errors    {} completions failed", d.errors);
+    }
+    latency_table(out, "  ", &d.latency);
+    for (dir, stages) in &d.latency_by_direction {
+        if d.latency_by_direction.len() > 1 {
+            let _ = writeln!(out, "  {dir}:");
+            latency_table(out, "    ", stages);
+        }
+    }
+}
+
+fn stage_pair(p: &ProcessReport, stage: &str) -> String {
+    p.latency.get(stage).map_or_else(
+        || "-".into(),
+        |s| {
+            format!(
+                "{}/{}",
+                human_ns(s.p50_ns as f64),
+                human_ns(s.p99_ns as f64)
+            )
+        },
+    )
+}
+
+fn process_table(out: &mut String, processes: &[ProcessReport]) {
+    let _ = writeln!(
+        out,
+        "{:>7} {:>7} {:<16} {:>8} {:>10} {:>8} {:>12} {:>5} {:>19} {:>19} {:>10} {:>10} {:>10}",
+        "PID",
+        "TGID",
+        "COMM",
+        "REQS",
+        "BYTES",
+        "IOPS",
+        "THROUGHPUT",
+        "SEQ%",
+        "Q2D p50/p99",
+        "D2C p50/p99",
+        "THINK",
+        "IDLE CAUSED",
+        "IDLE WAITED"
+    );
+    for p in processes {
+        let _ = writeln!(
+            out,
+            "{:>7} {:>7} {:<16} {:>8} {:>10} {:>8.0} {:>12} {:>5.1} {:>19} {:>19} {:>10} {:>10} {:>10}",
+            p.pid,
+            p.tgid,
+            p.comm,
+            p.requests,
+            human_bytes(p.bytes as f64),
+            p.iops,
+            mib_s(p.mb_per_s),
+            p.sequential_pct,
+            stage_pair(p, "q2d"),
+            stage_pair(p, "d2c"),
+            if p.think_time.count > 0 {
+                human_ns(p.think_time.mean_ns)
+            } else {
+                "-".into()
+            },
+            human_ns(p.idle_waste_caused_ns as f64),
+            human_ns(p.idle_waste_suffered_ns as f64),
+        );
+    }
+}
+
+/// How many processes get their own latency table.
+const DETAILED_PROCESSES: usize = 8;
+
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let t = &r.trace;
+    let _ = writeln!(
+        out,
+        "iosched-trace report: {} ({}{})",
+        t.path,
+        t.format,
+        t.kernel_release
+            .as_deref()
+            .map(|k| format!(", kernel {k}"))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(
+        out,
+        "window {} ({} events); lost events: {}",
+        human_ns(t.duration_ns as f64),
+        t.events,
+        t.lost_events.map_or_else(
+            || "unknown (the format does not say)".into(),
+            |l| l.to_string()
+        )
+    );
+    for f in &t.filters {
+        let _ = writeln!(out, "filter: {f} (device totals cover the whole device)");
+    }
+    let _ = writeln!(out, "\n== Devices ==");
+    if r.devices.is_empty() {
+        let _ = writeln!(out, "(no block I/O in this window)");
+    }
+    for d in &r.devices {
+        device_section(&mut out, d);
+        out.push('\n');
+    }
+
+    let _ = writeln!(
+        out,
+        "== Processes (by submitter: the task that queued each I/O) =="
+    );
+    if r.processes.is_empty() {
+        let _ = writeln!(out, "(none)");
+    } else {
+        process_table(&mut out, &r.processes);
+    }
+    for p in r.processes.iter().take(DETAILED_PROCESSES) {
+        let _ = writeln!(
+            out,
+            "\n{} ({}) cgroup {}: {} bios queued, {} requests, {}; {}",
+            p.comm,
+            p.pid,
+            p.cgroup,
+            p.bios_queued,
+            p.requests,
+            human_bytes(p.bytes as f64),
+            if p.think_time.count > 0 {
+                format!(
+                    "think time mean {} p99 {} ({} gaps)",
+                    human_ns(p.think_time.mean_ns),
+                    human_ns(p.think_time.p99_ns as f64),
+                    p.think_time.count
+                )
+            } else {
+                "no think time (always had I/O in flight, or async)".into()
+            }
+        );
+        latency_table(&mut out, "  ", &p.latency);
+    }
+
+    let slices: Vec<_> = r
+        .processes
+        .iter()
+        .filter_map(|p| {
+            p.slices
+                .as_ref()
+                .map(|s| (format!("{} ({})", p.comm, p.pid), s))
+        })
+        .chain(
+            r.cgroups
+                .iter()
+                .filter_map(|c| c.slices.as_ref().map(|s| (c.cgroup.clone(), s))),
+        )
+        .collect();
+    if !slices.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n== Service slices (runs of consecutive dispatches by one owner) =="
+        );
+        let _ = writeln!(
+            out,
+            "{:<28} {:>8} {:>10} {:>10} {:>10} {:>9} {:>9} {:>13} {:>10}",
+            "OWNER",
+            "SLICES",
+            "TIME mean",
+            "p50",
+            "max",
+            "REQS mean",
+            "max",
+            "SWITCH SEEK",
+            "GAP mean"
+        );
+        for (owner, s) in slices {
+            let _ = writeln!(
+                out,
+                "{:<28} {:>8} {:>10} {:>10} {:>10} {:>9.1} {:>9} {:>13.0} {:>10}",
+                owner,
+                s.slices,
+                human_ns(s.length_ns.mean_ns),
+                human_ns(s.length_ns.p50_ns as f64),
+                human_ns(s.length_ns.max_ns as f64),
+                s.length_requests.mean_ns,
+                s.length_requests.max_ns,
+                s.switch_seek_sectors.mean_ns,
+                human_ns(s.switch_gap_ns.mean_ns),
+            );
+        }
+    }
+
+    let _ = writeln!(
+        out,
+        "\n== Idling waste (device idle while I/O waited to be issued) =="
+    );
+    let _ = writeln!(
+        out,
+        "total {} (gaps of at least {}; shorter ones are a request's transit through the \
+         block layer)",
+        human_ns(r.idling.total_idle_with_pending_ns as f64),
+        human_ns(r.idling.min_interval_ns as f64)
+    );
+    if !r.idling.top_intervals.is_empty() {
+        let _ = writeln!(
+            out,
+            "longest intervals:\n  {:>10} {:>10} {:<8} {:<24} waiting",
+            "AT", "LASTED", "DEVICE", "AFTER (last completion)"
+        );
+        for iv in &r.idling.top_intervals {
+            let _ = writeln!(
+                out,
+                "  {:>9.3}s {:>10} {:<8} {:<24} {}",
+                iv.start_rel_s,
+                human_ns(iv.duration_ns as f64),
+                iv.device,
+                format!("{} ({})", iv.after_comm, iv.after_pid),
+                iv.waiting.join(", ")
+            );
+        }
+        let _ = writeln!(out, "by pair (idle after X's completion while Y waited):");
+        for p in r.idling.pairs.iter().take(10) {
+            let _ = writeln!(
+                out,
+                "  {:>10}  after {} ({}) while {} ({}) waited",
+                human_ns(p.total_ns as f64),
+                p.after_comm,
+                p.after_pid,
+                p.waiting_comm,
+                p.waiting_pid
+            );
+        }
+    }
+
+    let a = &t.anomalies;
+    let notes = [
+        (
+            a.completions_of_unknown_requests,
+            "completions of requests issued before the trace",
+        ),
+        (
+            a.bios_without_queue,
+            "bios first seen after their Q (queued before the trace)",
+        ),
+        (
+            a.requests_without_start,
+            "requests first seen at issue with no known bio",
+        ),
+        (a.bios_in_flight_at_end, "bios still in flight at the end"),
+        (
+            a.requests_in_flight_at_end,
+            "requests still in flight at the end",
+        ),
+        (
+            a.reused_before_completion,
+            "ids reused before their completion was seen (lost events?)",
+        ),
+        (
+            a.splits_without_parent,
+            "splits whose parent bio was not seen",
+        ),
+        (a.errors, "completions with an error"),
+    ];
+    if notes.iter().any(|(n, _)| *n > 0) || !t.warnings.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n== Trace edges and anomalies (left out of the latencies) =="
+        );
+        for (n, what) in notes {
+            if n > 0 {
+                let _ = writeln!(out, "  {n:>8}  {what}");
+            }
+        }
+        for w in &t.warnings {
+            let _ = writeln!(out, "  warning: {w}");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_read_naturally() {
+        assert_eq!(human_ns(850.0), "850 ns");
+        assert_eq!(human_ns(12_345.0), "12.3 µs");
+        assert_eq!(human_ns(1_500_000.0), "1.50 ms");
+        assert_eq!(human_ns(2_000_000_000.0), "2.00 s");
+        assert_eq!(human_bytes(4096.0), "4.0 KiB");
+        assert_eq!(human_bytes(3.0 * 1024.0 * 1024.0), "3.0 MiB");
+    }
+}
