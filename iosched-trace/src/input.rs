@@ -180,3 +180,54 @@ impl TraceSource for RecordingSource {
         w
     }
 }
+
+/// Events already in memory (tests, synthetic traces, the live view's batches).
+pub struct MemorySource {
+    meta: TraceMeta,
+    events: std::vec::IntoIter<Event>,
+    processes: BTreeMap<u32, ProcessInfo>,
+}
+
+impl MemorySource {
+    /// `events` must be in time order.
+    pub fn new(devices: Vec<DeviceInfo>, events: Vec<Event>) -> MemorySource {
+        MemorySource {
+            meta: TraceMeta {
+                path: PathBuf::from("(memory)"),
+                format: TraceFormat::Recording,
+                identity: Identity::Exact,
+                devices,
+                kernel_release: None,
+                notes: Vec::new(),
+            },
+            events: events.into_iter(),
+            processes: BTreeMap::new(),
+        }
+    }
+}
+
+impl TraceSource for MemorySource {
+    fn meta(&self) -> &TraceMeta {
+        &self.meta
+    }
+
+    fn next_event(&mut self) -> Option<Result<Event, InputError>> {
+        self.events.next().map(Ok)
+    }
+
+    fn processes(&self) -> &BTreeMap<u32, ProcessInfo> {
+        &self.processes
+    }
+
+    fn notes(&self) -> &[Note] {
+        &[]
+    }
+
+    fn lost(&self) -> Option<u64> {
+        Some(0)
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

@@ -692,3 +692,8 @@ impl Timeline {
         self.report_state(ev.dev, ev.ts_ns, sink);
     }
 }
+
+#[cfg(test)]
+pub(crate) mod sim;
+#[cfg(test)]
+mod tests;

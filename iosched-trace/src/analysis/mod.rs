@@ -483,3 +483,6 @@ impl LifeSink for Aggregator {
             .update(dev, ts, was_idle_pending, state, &window, &mut self.idle);
     }
 }
+
+#[cfg(test)]
+mod tests;
