@@ -6,7 +6,7 @@
 //! `cargo xtask test` does): ftrace is one global resource.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, HashMap},
     fs,
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
@@ -390,8 +390,23 @@ impl FtraceBlk {
         dev: (u32, u32),
         actions: &[&str],
     ) -> anyhow::Result<(ActionMultiset, u64)> {
-        let text = fs::read_to_string(self.tracing.join("trace"))?;
+        let (events, overrun) = self.events(dev, actions)?;
         let mut set = ActionMultiset::new();
+        for e in events {
+            *set.entry((e.action, e.sector, e.sectors)).or_default() += 1;
+        }
+        Ok((set, overrun))
+    }
+
+    /// The trace so far as events in trace order (timestamps in µs as ftrace prints them,
+    /// converted to ns), and the number of entries the ring overwrote.
+    pub fn events(
+        &self,
+        dev: (u32, u32),
+        actions: &[&str],
+    ) -> anyhow::Result<(Vec<FtraceEvent>, u64)> {
+        let text = fs::read_to_string(self.tracing.join("trace"))?;
+        let mut set = Vec::new();
         let mut overrun = 0;
         let prefix = format!("{},{}", dev.0, dev.1);
         for line in text.lines() {
@@ -409,8 +424,18 @@ impl FtraceBlk {
             if line.starts_with('#') {
                 continue;
             }
-            // "  dd-123 [001] ..... 12.345: 7,0    Q  WS 2048 + 8 [dd]"
-            let Some((_, body)) = line.split_once(": ") else {
+            // "  dd-123 [001] ..... 12.345678: 7,0    Q  WS 2048 + 8 [dd]"
+            let Some((head, body)) = line.split_once(": ") else {
+                continue;
+            };
+            let Some(ts_ns) = head
+                .split_whitespace()
+                .last()
+                .and_then(|t| t.split_once('.'))
+                .and_then(|(s, us)| {
+                    Some(s.parse::<u64>().ok()? * 1_000_000_000 + us.parse::<u64>().ok()? * 1_000)
+                })
+            else {
                 continue;
             };
             let fields: Vec<&str> = body.split_whitespace().collect();
@@ -430,11 +455,82 @@ impl FtraceBlk {
                 (Some(s), _, _) => (s.parse::<u64>().unwrap_or(0), 0),
                 _ => continue,
             };
-            *set.entry((action.to_string(), sector, sectors))
-                .or_default() += 1;
+            set.push(FtraceEvent {
+                ts_ns,
+                action: action.to_string(),
+                sector,
+                sectors,
+            });
         }
         Ok((set, overrun))
     }
+}
+
+/// One line of the ftrace `blk` tracer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FtraceEvent {
+    /// The tracer prints microseconds: multiples of 1000.
+    pub ts_ns: u64,
+    pub action: String,
+    pub sector: u64,
+    pub sectors: u32,
+}
+
+/// Mean Q2C and D2C of an ftrace blk trace, pairing Q, D and C by sector as btt does (right
+/// when no two I/Os cover the same sector at once). Returns (q2c mean, d2c mean, pairs).
+pub fn ftrace_q2c_d2c(events: &[FtraceEvent]) -> (f64, f64, u64) {
+    let mut q: HashMap<u64, u64> = HashMap::new();
+    let mut d: HashMap<u64, u64> = HashMap::new();
+    let (mut q2c, mut d2c, mut n_q, mut n_d) = (0u64, 0u64, 0u64, 0u64);
+    for e in events {
+        match e.action.as_str() {
+            "Q" => {
+                q.insert(e.sector, e.ts_ns);
+            }
+            "D" => {
+                d.insert(e.sector, e.ts_ns);
+            }
+            "C" => {
+                if let Some(t) = q.remove(&e.sector) {
+                    q2c += e.ts_ns - t;
+                    n_q += 1;
+                }
+                if let Some(t) = d.remove(&e.sector) {
+                    d2c += e.ts_ns - t;
+                    n_d += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    (
+        q2c as f64 / n_q.max(1) as f64,
+        d2c as f64 / n_d.max(1) as f64,
+        n_q.min(n_d),
+    )
+}
+
+/// Runs `iosched-trace report --json` on a recording and parses it.
+pub fn report_json(recording: &Path, extra: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let out = run(Command::new(binary())
+        .arg("report")
+        .arg("--json")
+        .arg(recording)
+        .args(extra))?;
+    Ok(serde_json::from_str(&out)?)
+}
+
+/// Runs fio with these arguments (JSON output to a file in `dir`) and returns its report.
+pub fn fio(dir: &Path, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let out = dir.join("fio.json");
+    run(Command::new("fio")
+        .args(args)
+        .arg("--output-format=json")
+        .arg(format!("--output={}", out.display())))?;
+    let text = fs::read_to_string(&out)?;
+    // fio may print notes before the JSON document.
+    let start = text.find('{').context("fio wrote no JSON")?;
+    Ok(serde_json::from_str(&text[start..])?)
 }
 
 impl Drop for FtraceBlk {
