@@ -29,6 +29,26 @@ pub enum Command {
     /// Where the time went: latency by stage (btt's Q2G..Q2C plus Q2D), merges, queue depth,
     /// idling waste and service slices, per device, process and cgroup.
     Report(ReportArgs),
+    /// Write a synthetic recording (for benchmarks): processes with requests in flight on one
+    /// device, complete lives, known counts.
+    #[command(hide = true)]
+    Synth(SynthArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SynthArgs {
+    /// Output file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: PathBuf,
+    /// At least this many events (e.g. 50M).
+    #[arg(long, value_parser = parse_size, default_value = "1M")]
+    pub events: u64,
+    #[arg(long, default_value_t = 8)]
+    pub processes: u32,
+    #[arg(long, default_value_t = 32)]
+    pub depth: usize,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 #[derive(Debug, clap::Args)]

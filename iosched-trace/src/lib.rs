@@ -25,4 +25,5 @@ pub mod probe;
 pub mod record;
 pub mod recorder;
 pub mod report;
+pub mod synth;
 pub mod timeline;

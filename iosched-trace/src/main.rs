@@ -10,11 +10,12 @@ use anyhow::Context;
 use clap::Parser;
 use iosched_trace::{
     analysis,
-    cli::{Cli, Command, DumpArgs, RecordArgs, ReportArgs},
+    cli::{Cli, Command, DumpArgs, RecordArgs, ReportArgs, SynthArgs},
     devices::Sysfs,
     dump, input, preflight,
-    record::RecordingReader,
+    record::{DeviceInfo, Header, RecordingReader, RecordingWriter, Stats},
     recorder::{self, RecordConfig, human_bytes},
+    synth,
 };
 
 fn main() -> ExitCode {
@@ -40,7 +41,45 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Record(args) => record(args),
         Command::Dump(args) => dump(args),
         Command::Report(args) => report(args),
+        Command::Synth(args) => synth(args),
     }
+}
+
+fn synth(args: SynthArgs) -> anyhow::Result<ExitCode> {
+    let spec = synth::Spec {
+        events: args.events,
+        processes: args.processes.max(1),
+        depth: args.depth.max(1),
+        seed: args.seed,
+        ..Default::default()
+    };
+    let device = DeviceInfo {
+        name: "synth0".into(),
+        dev: spec.dev,
+        rotational: Some(false),
+        scheduler: Some("none".into()),
+        request_based: true,
+        ..Default::default()
+    };
+    let header = Header::for_this_host(vec![device], std::env::args().collect());
+    let file = std::fs::File::create(&args.output)
+        .with_context(|| format!("creating {}", args.output.display()))?;
+    let mut writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &header)?;
+    let totals = synth::generate(&spec, |ev| writer.push(ev))?;
+    let stats = Stats {
+        sent: totals.events,
+        ..Default::default()
+    };
+    let footer = writer.footer(stats, 0, "synthetic");
+    writer.finish(&footer)?;
+    eprintln!(
+        "synthetic trace: {} events, {} requests, {} bios -> {}",
+        totals.events,
+        totals.requests,
+        totals.bios,
+        args.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {

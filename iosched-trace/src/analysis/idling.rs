@@ -10,7 +10,7 @@
 
 use std::{cmp::Reverse, collections::BinaryHeap};
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use crate::{event::Dev, timeline::DeviceState};
@@ -34,8 +34,10 @@ pub struct IdleInterval {
 /// Tracks one device's idle periods.
 #[derive(Clone, Debug, Default)]
 pub struct IdleTracker {
-    /// Open interval: start, culprit, waiters seen so far.
-    open: Option<(u64, u32, FxHashSet<u32>)>,
+    /// Open interval: start and culprit; its waiters so far are in `waiters` (reused between
+    /// intervals: most are short transit gaps, and they must not allocate).
+    open: Option<(u64, u32)>,
+    waiters: Vec<u32>,
     last_completer: u32,
     pub idle_with_pending_ns: u64,
     pub intervals: u64,
@@ -109,22 +111,27 @@ impl IdleTracker {
         let is = now.idle_with_pending();
         match (was_idle_pending, is) {
             (false, true) => {
-                let waiters = now.pending_by_pid.keys().copied().collect();
-                self.open = Some((ts, self.last_completer, waiters));
+                self.waiters.clear();
+                self.add_waiters(now);
+                self.open = Some((ts, self.last_completer));
             }
-            (true, true) => {
-                if let Some((_, _, w)) = &mut self.open {
-                    w.extend(now.pending_by_pid.keys().copied());
-                }
-            }
+            (true, true) => self.add_waiters(now),
             (true, false) => self.close(dev, ts, window, totals),
             (false, false) => {}
         }
     }
 
+    fn add_waiters(&mut self, now: &DeviceState) {
+        for pid in now.pending_by_pid.keys() {
+            if !self.waiters.contains(pid) {
+                self.waiters.push(*pid);
+            }
+        }
+    }
+
     /// Closes the open interval at `ts` (a change, or the end of the trace).
     pub fn close(&mut self, dev: Dev, ts: u64, window: &Window, totals: &mut IdleTotals) {
-        let Some((start, after_pid, waiters)) = self.open.take() else {
+        let Some((start, after_pid)) = self.open.take() else {
             return;
         };
         let duration_ns = window.clip(start, ts);
@@ -138,7 +145,7 @@ impl IdleTracker {
         }
         self.idle_with_pending_ns += duration_ns;
         self.intervals += 1;
-        let mut waiting_pids: Vec<u32> = waiters.into_iter().collect();
+        let mut waiting_pids = self.waiters.clone();
         waiting_pids.sort_unstable();
         totals.add(IdleInterval {
             duration_ns,

@@ -178,8 +178,20 @@ pub struct CgroupAgg {
     pub stages: Stages,
 }
 
+/// The finest grain stage samples are recorded at; device, process and cgroup distributions
+/// are merged from these cells at the end (one histogram update per sample instead of five).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Cell {
+    dev: Dev,
+    /// 0: submitter unknown.
+    pid: u32,
+    cgroup: u64,
+    dir: u8,
+}
+
 /// The [`LifeSink`] that aggregates everything a report shows.
 pub struct Aggregator {
+    cells: FxHashMap<Cell, Stages>,
     pub opts: Options,
     pub window: Window,
     pub first_ts: Option<u64>,
@@ -197,6 +209,7 @@ impl Aggregator {
         let top = opts.top_intervals;
         let min_idle = opts.min_idle_ns.unwrap_or(DEFAULT_MIN_IDLE_NS);
         Aggregator {
+            cells: FxHashMap::default(),
             opts,
             window: Window::ALL,
             first_ts: None,
@@ -306,6 +319,25 @@ impl Aggregator {
 
     /// The trace ended: integrate to the window's end, close open intervals and slices.
     pub fn finish(&mut self) {
+        for (cell, stages) in std::mem::take(&mut self.cells) {
+            let dir = usize::from(cell.dir);
+            let d = device_entry(&mut self.devices, self.window, cell.dev);
+            d.stages.merge(&stages);
+            d.stages_by_dir[dir].merge(&stages);
+            if cell.pid == 0 {
+                continue;
+            }
+            // Process entries exist only for selected submitters.
+            if let Some(p) = self.processes.get_mut(&cell.pid) {
+                p.stages.merge(&stages);
+                p.stages_by_dir[dir].merge(&stages);
+                self.cgroups
+                    .entry(cell.cgroup)
+                    .or_default()
+                    .stages
+                    .merge(&stages);
+            }
+        }
         let end = self.effective_window().to;
         let window = self.window;
         for (dev, d) in &mut self.devices {
@@ -424,9 +456,13 @@ impl LifeSink for Aggregator {
         let in_window = self.window.contains(bio.c);
         let dir = dir_index(Direction::of(bio.op));
         if in_window {
-            let d = self.device(bio.dev);
-            d.stages.record_bio(bio);
-            d.stages_by_dir[dir].record_bio(bio);
+            let cell = Cell {
+                dev: bio.dev,
+                pid: bio.submitter.map_or(0, |s| s.pid),
+                cgroup: bio.submitter.map_or(0, |s| s.cgroup_id),
+                dir: dir as u8,
+            };
+            self.cells.entry(cell).or_default().record_bio(bio);
         }
         let Some(s) = bio.submitter.filter(|s| self.selected(s)) else {
             return;
@@ -441,11 +477,7 @@ impl LifeSink for Aggregator {
         }
         p.bytes += u64::from(bio.bytes);
         p.bytes_by_dir[dir] += u64::from(bio.bytes);
-        p.stages.record_bio(bio);
-        p.stages_by_dir[dir].record_bio(bio);
-        let c = self.cgroups.entry(s.cgroup_id).or_default();
-        c.bytes += u64::from(bio.bytes);
-        c.stages.record_bio(bio);
+        self.cgroups.entry(s.cgroup_id).or_default().bytes += u64::from(bio.bytes);
     }
 
     fn request_done(&mut self, rq: &RequestLife) {
