@@ -436,17 +436,17 @@ fn teardown(state: &State, mut daemon: Option<Child>) -> Result<(), RigError> {
 
     // 1. The loop device, if it is still ours. `losetup -d` on a device someone holds open
     //    only marks it for autoclear: wait until the kernel has let go of the file.
-    if let Some(name) = state.loop_name() {
-        if loop_backed_by(name, &state.disk_file) {
-            let dev = state.loop_dev.as_deref().expect("named");
-            if let Err(e) = run(Command::new("losetup").arg("-d").arg(dev)) {
-                problems.push(e.to_string());
-            } else if !wait_for(|| !loop_backed_by(name, &state.disk_file)) {
-                problems.push(format!(
-                    "{name} still attached to {}",
-                    state.disk_file.display()
-                ));
-            }
+    if let Some(name) = state.loop_name()
+        && loop_backed_by(name, &state.disk_file)
+    {
+        let dev = state.loop_dev.as_deref().expect("named");
+        if let Err(e) = run(Command::new("losetup").arg("-d").arg(dev)) {
+            problems.push(e.to_string());
+        } else if !wait_for(|| !loop_backed_by(name, &state.disk_file)) {
+            problems.push(format!(
+                "{name} still attached to {}",
+                state.disk_file.display()
+            ));
         }
     }
 
@@ -501,10 +501,10 @@ fn teardown(state: &State, mut daemon: Option<Child>) -> Result<(), RigError> {
     }
 
     // 4. Our directory (the disk file, the log).
-    if state.dir.exists() {
-        if let Err(e) = fs::remove_dir_all(&state.dir) {
-            problems.push(format!("removing {}: {e}", state.dir.display()));
-        }
+    if state.dir.exists()
+        && let Err(e) = fs::remove_dir_all(&state.dir)
+    {
+        problems.push(format!("removing {}: {e}", state.dir.display()));
     }
 
     if problems.is_empty() {
