@@ -8,7 +8,8 @@
 //! then the FUSE file is unmounted, which ends the daemon (its read of /dev/fuse fails with
 //! ENODEV); then the directory goes. Every step is attempted even if an earlier one failed,
 //! and touches only what is still ours (the loop device still backed by our file, the
-//! daemon pid still running our binary on our file).
+//! daemon pid still running our binary on our file). Queue settings changed through the
+//! guard are put back before detaching: a detached loop device keeps them for its next user.
 
 use std::{
     fs::{self, File},
@@ -43,7 +44,7 @@ pub enum RigError {
     Io { what: String, err: io::Error },
     #[error("`{command}` failed: {stderr}")]
     Command { command: String, stderr: String },
-    #[error("bad disk parameters: {0}")]
+    #[error("bad disk parameters")]
     Model(#[from] ModelError),
     #[error("the iosched-hdd daemon exited ({status}) before the disk was ready; its log:\n{log}")]
     DaemonExited { status: String, log: String },
@@ -114,6 +115,9 @@ pub struct State {
     pub size: u64,
     pub params: DiskParams,
     pub no_delay: bool,
+    /// Queue attributes we changed and their old values, in the order first changed.
+    #[serde(default)]
+    pub restore: Vec<(String, String)>,
 }
 
 impl State {
@@ -178,6 +182,7 @@ impl Hdd {
                 size: config.size,
                 params: config.params.clone(),
                 no_delay: config.no_delay,
+                restore: Vec::new(),
             },
             daemon: None,
         };
@@ -277,21 +282,50 @@ impl Hdd {
         Ok(())
     }
 
-    fn setup_queue(&self, config: &HddConfig) -> Result<(), RigError> {
-        self.set_queue("rotational", "1")?;
-        // One block request = one FUSE request, so the model sees the block layer's sizes.
+    /// Order matters: writing `max_sectors_kb` or switching the scheduler makes the kernel
+    /// recompute `read_ahead_kb`, so that goes last (and is restored last).
+    fn setup_queue(&mut self, config: &HddConfig) -> Result<(), RigError> {
+        // One block request = one FUSE request (mostly; see docs/TESTBED.md), so the model
+        // sees the block layer's offsets and sizes.
         self.set_queue("max_sectors_kb", &(MAX_REQUEST / 1024).to_string())?;
-        self.set_queue("read_ahead_kb", &config.read_ahead_kb.to_string())?;
+        self.set_queue("rotational", "1")?;
         if let Some(scheduler) = &config.scheduler {
-            self.set_queue("scheduler", scheduler)?;
+            self.set_queue("scheduler", scheduler).map_err(|e| {
+                let offered = fs::read_to_string(self.queue_path("scheduler")).unwrap_or_default();
+                RigError::Io {
+                    what: format!(
+                        "setting scheduler {scheduler} on {} (offered: {})",
+                        self.name(),
+                        offered.trim()
+                    ),
+                    err: match e {
+                        RigError::Io { err, .. } => err,
+                        other => io::Error::other(other.to_string()),
+                    },
+                }
+            })?;
         }
-        Ok(())
+        self.set_queue("read_ahead_kb", &config.read_ahead_kb.to_string())
     }
 
-    /// Writes `/sys/block/loopN/queue/ATTR`.
-    pub fn set_queue(&self, attr: &str, value: &str) -> Result<(), RigError> {
+    /// Writes `/sys/block/loopN/queue/ATTR` (e.g. `nomerges`, `iosched/slice_idle`). The
+    /// first old value of each attribute is put back on teardown, before the loop device is
+    /// detached: a detached loop device keeps its queue settings for its next user.
+    pub fn set_queue(&mut self, attr: &str, value: &str) -> Result<(), RigError> {
         let path = self.queue_path(attr);
-        fs::write(&path, value).map_err(io_err(format!("writing {value} to {}", path.display())))
+        let old =
+            fs::read_to_string(&path).map_err(io_err(format!("reading {}", path.display())))?;
+        let old = if attr == "scheduler" {
+            active_scheduler(&old).unwrap_or("none").to_owned()
+        } else {
+            old.trim().to_owned()
+        };
+        fs::write(&path, value)
+            .map_err(io_err(format!("writing {value} to {}", path.display())))?;
+        if !self.state.restore.iter().any(|(a, _)| a == attr) {
+            self.state.restore.push((attr.to_owned(), old));
+        }
+        Ok(())
     }
 
     pub fn queue_path(&self, attr: &str) -> PathBuf {
@@ -380,6 +414,13 @@ fn run(cmd: &mut Command) -> Result<String, RigError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The active entry of a `queue/scheduler` file: `none [mq-deadline] bfq` -> `mq-deadline`.
+fn active_scheduler(contents: &str) -> Option<&str> {
+    contents
+        .split_whitespace()
+        .find_map(|s| s.strip_prefix('[')?.strip_suffix(']'))
+}
+
 /// Whether `path` is a mount point in our mount namespace (field 5 of /proc/self/mountinfo;
 /// our paths have no characters that mountinfo escapes).
 pub fn is_mounted(path: &Path) -> bool {
@@ -439,6 +480,16 @@ fn teardown(state: &State, mut daemon: Option<Child>) -> Result<(), RigError> {
     if let Some(name) = state.loop_name()
         && loop_backed_by(name, &state.disk_file)
     {
+        // In the order they were changed: see `setup_queue`. Attributes of a scheduler
+        // instance (iosched/*) vanish with it and need no restoring.
+        for (attr, old) in &state.restore {
+            let path = Path::new("/sys/block").join(name).join("queue").join(attr);
+            if let Err(e) = fs::write(&path, old)
+                && !attr.starts_with("iosched/")
+            {
+                problems.push(format!("restoring {} to {old}: {e}", path.display()));
+            }
+        }
         let dev = state.loop_dev.as_deref().expect("named");
         if let Err(e) = run(Command::new("losetup").arg("-d").arg(dev)) {
             problems.push(e.to_string());
