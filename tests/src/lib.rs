@@ -5,6 +5,8 @@
 //! These tests touch only devices they create. They run serially (`--test-threads=1`, as
 //! `cargo xtask test` does): ftrace is one global resource.
 
+pub mod hdd;
+
 use std::{
     collections::{BTreeMap, HashMap},
     fs,

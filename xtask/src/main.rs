@@ -7,6 +7,7 @@
 mod bench;
 mod cmd;
 mod demo;
+mod disk;
 mod scratch;
 mod setup;
 mod test;
@@ -40,6 +41,9 @@ enum Command {
     /// Benchmarks (root).
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The emulated rotational disk (root): `up` prints its loop device, `down` removes it.
+    #[command(subcommand)]
+    Disk(disk::DiskCommand),
 }
 
 #[derive(Subcommand)]
@@ -90,6 +94,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Test => test::run().map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Bench(BenchCommand::Capture(args)) => bench::capture(&args),
+        Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -38,6 +38,8 @@ pub fn run() -> anyhow::Result<()> {
         "xtask",
         "-p",
         "iosched-trace-tests",
+        "-p",
+        "iosched-testbed",
         "--all-targets",
         "--",
         "-D",
@@ -96,6 +98,18 @@ pub fn run() -> anyhow::Result<()> {
                 "iosched-trace",
             ]),
         ));
+        // ... nor the emulated disk's daemon, which tests/tests/hdd.rs runs.
+        steps.push((
+            "build iosched-hdd",
+            cargo(&[
+                "build",
+                "--release",
+                "-p",
+                "iosched-testbed",
+                "--bin",
+                "iosched-hdd",
+            ]),
+        ));
         let mut c = cargo(&[
             "test",
             "--release",
@@ -109,6 +123,10 @@ pub fn run() -> anyhow::Result<()> {
             "IOSCHED_TRACE_BIN",
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../target/release/iosched-trace"),
+        );
+        c.env(
+            "IOSCHED_HDD_BIN",
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/iosched-hdd"),
         );
         steps.push(("real-kernel tests", c));
     }

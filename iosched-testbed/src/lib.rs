@@ -1,0 +1,15 @@
+//! An emulated rotational disk for scheduler experiments on machines that have only fast
+//! virtual disks.
+//!
+//! - [`model`]: the service time of a 7200 rpm-like disk (pure, no I/O).
+//! - [`fuse`]: the FUSE kernel protocol, the part of it a one-file server needs.
+//! - [`daemon`]: `iosched-hdd`, which serves one file through FUSE and answers each request
+//!   only after the model's service time, one request at a time.
+//! - [`rig`]: the daemon plus a direct-I/O loop device on top, brought up and torn down as
+//!   one guard (used by `cargo xtask disk` and by the real-kernel tests).
+
+pub mod args;
+pub mod daemon;
+pub mod fuse;
+pub mod model;
+pub mod rig;
