@@ -7,9 +7,11 @@
 //! - [`capture`]: loading and attaching the eBPF programs, draining their ring buffer.
 //! - [`record`]: our recording format; [`recorder`]: the `record` command's loop.
 //! - [`input`]: any trace we read (recordings, blktrace files) as one time-ordered source.
+//! - [`blktrace`]: blktrace's binary format, read as a trace source and written from ours.
 //! - [`dump`]: blkparse-style text and JSON lines.
 //! - [`cli`]: command-line syntax and validation.
 
+pub mod blktrace;
 pub mod btf;
 pub mod capture;
 pub mod cli;
