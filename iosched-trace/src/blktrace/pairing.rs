@@ -32,6 +32,9 @@ struct Request {
     dev: Dev,
     sector: u64,
     bytes: u32,
+    /// Events of one request share its op: a flush issued for a preflush bio is another
+    /// request than the bio's own.
+    op: Op,
     state: State,
     /// (bio id, bytes), in chain order.
     bios: VecDeque<(u64, u32)>,
@@ -111,6 +114,7 @@ impl Pairer {
                         dev: ev.dev,
                         sector: ev.sector,
                         bytes: ev.bytes,
+                        op: ev.op,
                         state: State::Allocated,
                         bios: VecDeque::from([(bio, ev.bytes)]),
                     },
@@ -122,7 +126,13 @@ impl Pairer {
             FrontMerge => {
                 let bio = self.take_bio(key, ev.bytes);
                 let start = ev.sector + u64::from(ev.bytes >> 9);
-                match self.find(ev.dev, start, None, &[State::Allocated, State::Inserted]) {
+                match self.find(
+                    ev.dev,
+                    start,
+                    None,
+                    ev.op,
+                    &[State::Allocated, State::Inserted],
+                ) {
                     Some(rq) => {
                         let bio = bio.unwrap_or_else(|| self.new_id());
                         self.reindex(rq, |r| {
@@ -174,7 +184,18 @@ impl Pairer {
                 }
                 self.label(ev, rq);
             }
-            Complete => match self.find(ev.dev, ev.sector, Some(ev.bytes), &[State::Issued]) {
+            // A request may also complete unissued (a preflush-only write, done by its flush).
+            Complete => match self
+                .find(ev.dev, ev.sector, Some(ev.bytes), ev.op, &[State::Issued])
+                .or_else(|| {
+                    self.find(
+                        ev.dev,
+                        ev.sector,
+                        Some(ev.bytes),
+                        ev.op,
+                        &[State::Allocated, State::Inserted],
+                    )
+                }) {
                 Some(rq) => {
                     self.label(ev, rq);
                     let done = self.requests.get(&rq).is_none_or(|r| ev.bytes >= r.bytes);
@@ -218,9 +239,9 @@ impl Pairer {
         // A bio merge always follows the bio's Q; a request merge names a whole pending
         // request, which an earlier request (ending where it starts) has absorbed.
         let queued = self.take_bio(key, ev.bytes);
-        let target = self.find_by_end(ev.dev, ev.sector);
+        let target = self.find_by_end(ev.dev, ev.sector, ev.op);
         if queued.is_none()
-            && let Some(next) = self.find(ev.dev, ev.sector, Some(ev.bytes), &mergeable)
+            && let Some(next) = self.find(ev.dev, ev.sector, Some(ev.bytes), ev.op, &mergeable)
             && let Some(into) = target.filter(|&t| t != next)
         {
             let gone = self
@@ -294,13 +315,20 @@ impl Pairer {
     }
 
     /// A request starting at `sector` in one of `states`: of size `bytes` if any, oldest first.
-    fn find(&self, dev: Dev, sector: u64, bytes: Option<u32>, states: &[State]) -> Option<u64> {
+    fn find(
+        &self,
+        dev: Dev,
+        sector: u64,
+        bytes: Option<u32>,
+        op: Op,
+        states: &[State],
+    ) -> Option<u64> {
         let ids = self.by_start.get(&(dev, sector))?;
         let candidates = || {
             ids.iter().copied().filter(|id| {
                 self.requests
                     .get(id)
-                    .is_some_and(|r| states.contains(&r.state))
+                    .is_some_and(|r| r.op == op && states.contains(&r.state))
             })
         };
         bytes
@@ -310,12 +338,17 @@ impl Pairer {
 
     /// A request that may still grow, ending at `sector` (the newest: a merge extends the
     /// request just built).
-    fn find_by_end(&self, dev: Dev, sector: u64) -> Option<u64> {
-        self.by_end.get(&(dev, sector))?.last().copied()
+    fn find_by_end(&self, dev: Dev, sector: u64, op: Op) -> Option<u64> {
+        self.by_end
+            .get(&(dev, sector))?
+            .iter()
+            .rev()
+            .copied()
+            .find(|id| self.requests.get(id).is_some_and(|r| r.op == op))
     }
 
     fn find_or_new(&mut self, ev: &Event, states: &[State], expected: bool) -> u64 {
-        if let Some(rq) = self.find(ev.dev, ev.sector, Some(ev.bytes), states) {
+        if let Some(rq) = self.find(ev.dev, ev.sector, Some(ev.bytes), ev.op, states) {
             return rq;
         }
         if expected {
@@ -328,6 +361,7 @@ impl Pairer {
                 dev: ev.dev,
                 sector: ev.sector,
                 bytes: ev.bytes,
+                op: ev.op,
                 state: State::Allocated,
                 bios: VecDeque::new(),
             },

@@ -214,9 +214,13 @@ impl BlktraceSource {
         let stream = &mut self.streams[idx];
         let rec = stream.head.take()?;
         stream.taken += 1;
+        if !rec.is_notify() {
+            stream.last_time = stream.last_time.max(rec.time);
+        }
         match stream.reader.next_record() {
             Ok(Some(next)) => {
-                if !next.is_notify() && next.time < stream.last_time.max(rec.time) {
+                // Notes are left out: `blkparse -d` rebases event times but not theirs.
+                if !next.is_notify() && next.time < stream.last_time {
                     self.out_of_order += 1;
                 }
                 self.heap.push(Reverse((next.time, idx, stream.taken)));
@@ -226,9 +230,6 @@ impl BlktraceSource {
             Err(e) => self
                 .warnings
                 .push(describe(&stream.name, &e, stream.reader.offset())),
-        }
-        if !rec.is_notify() {
-            stream.last_time = stream.last_time.max(rec.time);
         }
         Some((rec, idx))
     }
