@@ -234,6 +234,22 @@ fn blkparse_and_btt_agree_with_our_recording() {
         "merge ratio {ratio}"
     );
 
+    // fio replays the merged dump: one I/O per queued bio with data.
+    let fio = run(Command::new("fio")
+        .args(["--name=replay", "--ioengine=psync", "--direct=1"])
+        .arg(format!("--read_iolog={}", merged.display()))
+        .arg(format!("--filename={}", disk.path.display()))
+        .arg(format!("--replay_redirect={}", disk.path.display())))
+    .unwrap();
+    let queued = |write: bool| {
+        rec.events
+            .iter()
+            .filter(|e| e.kind == EventKind::Queue && e.bytes > 0 && e.op.is_write() == write)
+            .count()
+    };
+    let issued = format!("issued rwts: total={},{},", queued(false), queued(true));
+    assert!(fio.contains(&issued), "fio did not replay {issued}:\n{fio}");
+
     // The merged dump reads back as the per-CPU files do (its event times rebased to the
     // first event).
     let (per_cpu, warnings) = read_source(&dir.join(&disk.name));
