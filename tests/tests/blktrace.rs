@@ -214,7 +214,12 @@ fn blkparse_and_btt_agree_with_our_recording() {
     );
 
     // btt on blkparse's merged dump: stage averages and merge counts.
-    let btt = run(Command::new("btt").arg("-i").arg(&merged)).unwrap();
+    // btt writes per-device .dat files into its working directory: keep them in scratch.
+    let btt = run(Command::new("btt")
+        .current_dir(out.path())
+        .arg("-i")
+        .arg(&merged))
+    .unwrap();
     let avgs = btt_averages(&btt);
     let ((q2c, d2c, i2d), (nq, nd)) = our_stages(&rec.events);
     for (stage, ours) in [("Q2C", q2c), ("D2C", d2c), ("I2D", i2d)] {
@@ -236,6 +241,7 @@ fn blkparse_and_btt_agree_with_our_recording() {
 
     // fio replays the merged dump: one I/O per queued bio with data.
     let fio = run(Command::new("fio")
+        .current_dir(out.path())
         .args(["--name=replay", "--ioengine=psync", "--direct=1"])
         .arg(format!("--read_iolog={}", merged.display()))
         .arg(format!("--filename={}", disk.path.display()))
