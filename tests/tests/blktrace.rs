@@ -319,12 +319,19 @@ fn record_format_blktrace_is_read_by_blkparse() {
     ])
     .unwrap();
     recorder.stop().unwrap();
+    let listing: Vec<String> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
     let text = run(Command::new("blkparse")
         .arg("-i")
         .arg(&disk.name)
         .arg("-D")
         .arg(&dir))
-    .unwrap();
+    .unwrap_or_else(|e| panic!("{e:#}; files {listing:?}; recorder: {:?}", recorder.stderr));
     let writes = |action: &str| {
         text.lines()
             .filter(|l| {

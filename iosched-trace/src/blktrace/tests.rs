@@ -710,6 +710,15 @@ fn round_trip_through_blktrace_files() {
         .collect();
     names.sort();
     assert_eq!(names, ["sda.blktrace.0", "sda.blktrace.1"]);
+    // Events on CPU 2 only still give blkparse the files of CPUs 0 and 1 it looks for.
+    let only2 = TempDir::new("cpu2");
+    let mut w2 = BlktraceWriter::create(&only2.0, &devices, None).unwrap();
+    w2.push(&Event {
+        cpu: 2,
+        ..original[0]
+    })
+    .unwrap();
+    assert_eq!(w2.finish().unwrap().files.len(), 3);
     assert_eq!(summary.skipped.get("bio_in_rq"), Some(&5));
     assert_eq!(summary.skipped.get("io_start"), Some(&1));
     assert_eq!(summary.skipped.get("kyber_throttled"), Some(&1));

@@ -199,6 +199,18 @@ impl BlktraceWriter {
 
     pub fn finish(mut self) -> Result<WriteSummary, WriteError> {
         self.flush()?;
+        // blkparse opens NAME.blktrace.0, .1, ... and stops at the first missing file, as
+        // blktrace writes one file per CPU even if empty: do the same up to the last CPU.
+        let mut last_cpu: BTreeMap<Dev, u32> = BTreeMap::new();
+        for &(dev, cpu) in self.files.keys() {
+            let last = last_cpu.entry(dev).or_default();
+            *last = (*last).max(cpu);
+        }
+        for (dev, last) in last_cpu {
+            for cpu in 0..last {
+                self.file(dev, cpu)?;
+            }
+        }
         for f in self.files.values_mut() {
             f.w.get_ref().sync_all().map_err(|source| WriteError::Io {
                 path: f.path.clone(),
