@@ -48,8 +48,17 @@ pub mod kind {
     pub const WBT_STEP: u16 = 19;
     /// `wbt_timer`: writeback throttling timer fired. `aux` = inflight | step << 32.
     pub const WBT_TIMER: u16 = 20;
+    /// blktrace A (`block_bio_remap`/`block_rq_remap`), read from blktrace files only: `dev`
+    /// and `sector` are the target, `aux` = the original sector, `error` = the original
+    /// device as a kernel `dev_t`.
+    pub const REMAP: u16 = 21;
+    /// blktrace S (sleep waiting for a request), read from blktrace files only (no current
+    /// kernel emits it).
+    pub const SLEEPRQ: u16 = 22;
+    /// blktrace B (bounce), read from blktrace files only (no current kernel emits it).
+    pub const BOUNCE: u16 = 23;
     /// One past the largest kind.
-    pub const MAX: u16 = 21;
+    pub const MAX: u16 = 24;
 }
 
 /// Indices into the per-CPU `STATS` array.

@@ -24,7 +24,8 @@ pub struct Cli {
 pub enum Command {
     /// Record every block-layer event of the given devices into a file.
     Record(RecordArgs),
-    /// Print a recording as blkparse-style text (or JSON lines), in time order.
+    /// Print a trace (a recording, or blktrace files) as blkparse-style text (or JSON
+    /// lines), in time order.
     Dump(DumpArgs),
     /// Where the time went: latency by stage (btt's Q2G..Q2C plus Q2D), merges, queue depth,
     /// idling waste and service slices, per device, process and cgroup.
@@ -33,6 +34,8 @@ pub enum Command {
     /// device, complete lives, known counts.
     #[command(hide = true)]
     Synth(SynthArgs),
+    /// Convert a trace to another format (blktrace per-CPU files).
+    Convert(ConvertArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -117,15 +120,40 @@ impl ReportArgs {
     }
 }
 
+/// Output formats of `record` and `convert`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// iosched-trace's own recording (one file).
+    #[default]
+    Recording,
+    /// blktrace per-CPU files `DEV.blktrace.CPU` in a directory (blkparse, btt, fio).
+    Blktrace,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ConvertArgs {
+    /// A recording, or blktrace files (a file, a directory, or the DEV of DEV.blktrace.N).
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(long = "to", value_enum, value_name = "FORMAT")]
+    pub to: OutputFormat,
+    /// Output: a directory for blktrace, a file for a recording.
+    #[arg(short = 'o', long = "output", value_name = "PATH")]
+    pub output: PathBuf,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
     /// Device to trace: /dev/sda, sda, 8:0 (a partition means its disk). Repeatable. Default:
     /// every request-based (blk-mq) device.
     #[arg(short = 'd', long = "device", value_name = "DEV")]
     pub devices: Vec<String>,
-    /// Output file.
+    /// Output file (with `--format blktrace`: a directory for the per-CPU files).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Recording, value_name = "FORMAT")]
+    pub format: OutputFormat,
     /// Stop after this many seconds (otherwise on Ctrl-C / SIGTERM).
     #[arg(long, value_name = "SECS")]
     pub duration: Option<f64>,
@@ -146,7 +174,8 @@ pub struct RecordArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct DumpArgs {
-    /// A recording made by `iosched-trace record`.
+    /// A recording made by `iosched-trace record`, or blktrace files (a file, a directory,
+    /// or the DEV of DEV.blktrace.N).
     pub file: PathBuf,
     /// One JSON object per event (and a final summary object) instead of text.
     #[arg(long)]

@@ -1,31 +1,28 @@
-//! blkparse-style text and JSON lines output of a recording.
+//! blkparse-style text and JSON lines output of any trace we read.
 //!
-//! Owns the rendering only: events come from a [`RecordingReader`], put in time order by
-//! [`TimeOrdered`]. Text lines follow blkparse's default format (`process_default` in
-//! blkparse_fmt.c) wherever blktrace has the action, so scripts written for blkparse keep
-//! working; our additions come after blkparse's columns. Lost events and reader warnings are
-//! always shown, never hidden.
+//! Owns the rendering only: events come from a [`TraceSource`] (a recording of ours, or
+//! blktrace files), in time order. Text lines follow blkparse's default format
+//! (`process_default` in blkparse_fmt.c) wherever blktrace has the action, so scripts written
+//! for blkparse keep working; our additions come after blkparse's columns. Lost events and
+//! reader warnings are always shown, never hidden.
 
 use std::{
     borrow::Cow,
     collections::{BTreeMap, HashMap},
-    io::{self, Read, Write},
+    io::{self, Write},
 };
 
 use serde::Serialize;
 
 use crate::{
-    event::{Dev, Event, EventKind, Op},
-    record::{FormatError, Header, RecordingReader, TimeOrdered, kind_counts},
+    event::{Dev, Event, EventKind, Note, Op},
+    input::{InputError, TraceFormat, TraceMeta, TraceSource},
+    record::{Header, kind_counts},
 };
 
 /// How to dump.
 #[derive(Clone, Debug)]
 pub struct DumpOptions {
-    /// Reordering window of trace time ([`TimeOrdered`]).
-    pub window_ns: u64,
-    /// At most this many events held for reordering.
-    pub max_held: usize,
     /// Print reader warnings to stderr as well (they are always in the summary).
     pub warnings_to_stderr: bool,
 }
@@ -33,8 +30,6 @@ pub struct DumpOptions {
 impl Default for DumpOptions {
     fn default() -> Self {
         DumpOptions {
-            window_ns: TimeOrdered::<std::iter::Empty<Event>>::DEFAULT_WINDOW_NS,
-            max_held: TimeOrdered::<std::iter::Empty<Event>>::DEFAULT_MAX_HELD,
             warnings_to_stderr: true,
         }
     }
@@ -45,9 +40,11 @@ impl Default for DumpOptions {
 pub struct DumpSummary {
     pub events: u64,
     pub events_per_kind: BTreeMap<String, u64>,
+    /// Text notes (blktrace messages such as BFQ's log).
+    pub notes: u64,
     pub first_ts_ns: Option<u64>,
     pub last_ts_ns: Option<u64>,
-    /// Events the kernel lost (ring buffer full); `None` if the recording holds no statistics.
+    /// Events the kernel lost (ring buffer full); `None` if the trace holds no statistics.
     pub lost: Option<u64>,
     pub lost_per_cpu: Vec<u64>,
     pub read_errors: Option<u64>,
@@ -66,7 +63,7 @@ pub enum DumpError {
     #[error("cannot write the dump: {0}")]
     Output(#[source] io::Error),
     #[error(transparent)]
-    Read(#[from] FormatError),
+    Read(#[from] InputError),
 }
 
 impl DumpError {
@@ -76,37 +73,38 @@ impl DumpError {
     }
 }
 
-/// blkparse-style text: `#` comment lines describing the recording, one line per event in
-/// time order, `#` summary lines.
+/// blkparse-style text: `#` comment lines describing the trace, one line per event (and per
+/// note) in time order, `#` summary lines.
 pub fn write_text(
     out: &mut impl Write,
-    reader: &mut RecordingReader<impl Read>,
+    source: &mut dyn TraceSource,
 ) -> Result<DumpSummary, DumpError> {
-    write_text_with(out, reader, &DumpOptions::default())
+    write_text_with(out, source, &DumpOptions::default())
 }
 
-/// JSON lines: `{"header": ...}`, one object per event in time order, `{"summary": ...}`.
+/// JSON lines: `{"header": ...}`, one object per event (notes as `{"note": ...}`) in time
+/// order, `{"summary": ...}`.
 pub fn write_json(
     out: &mut impl Write,
-    reader: &mut RecordingReader<impl Read>,
+    source: &mut dyn TraceSource,
 ) -> Result<DumpSummary, DumpError> {
-    write_json_with(out, reader, &DumpOptions::default())
+    write_json_with(out, source, &DumpOptions::default())
 }
 
 pub fn write_text_with(
     out: &mut impl Write,
-    reader: &mut RecordingReader<impl Read>,
+    source: &mut dyn TraceSource,
     opts: &DumpOptions,
 ) -> Result<DumpSummary, DumpError> {
-    dump(out, reader, opts, Style::Text)
+    dump(out, source, opts, Style::Text)
 }
 
 pub fn write_json_with(
     out: &mut impl Write,
-    reader: &mut RecordingReader<impl Read>,
+    source: &mut dyn TraceSource,
     opts: &DumpOptions,
 ) -> Result<DumpSummary, DumpError> {
-    dump(out, reader, opts, Style::Json)
+    dump(out, source, opts, Style::Json)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -115,76 +113,97 @@ enum Style {
     Json,
 }
 
-fn dump<W: Write, R: Read>(
+fn dump<W: Write>(
     out: &mut W,
-    reader: &mut RecordingReader<R>,
+    source: &mut dyn TraceSource,
     opts: &DumpOptions,
     style: Style,
 ) -> Result<DumpSummary, DumpError> {
-    let header = reader.header().clone();
     let mut read_error = None;
     let mut counts = [0u64; EventKind::ALL.len()];
     let mut seqs: HashMap<(Dev, u16), u32> = HashMap::new();
     let mut summary = DumpSummary::default();
     let mut line = String::new();
-    {
-        let source = std::iter::from_fn(|| match reader.next_event()? {
-            Ok(ev) => Some(ev),
-            Err(e) => {
-                read_error = Some(e);
-                None
-            }
-        });
-        let mut ordered = TimeOrdered::with_window(source, opts.window_ns, opts.max_held);
-        let mut next = ordered.next();
-        let base = next.map_or(0, |ev| ev.ts_ns);
+    let mut next_event = |source: &mut dyn TraceSource| match source.next_event()? {
+        Ok(ev) => Some(ev),
+        Err(e) => {
+            read_error = Some(e);
+            None
+        }
+    };
+    let mut next = next_event(source);
+    let base = next.map_or(0, |ev| ev.ts_ns);
+    match (style, source.header()) {
+        (Style::Text, Some(header)) => {
+            text_prologue(&mut line, header, next.as_ref().map(|e| e.ts_ns))
+        }
+        (Style::Text, None) => foreign_prologue(&mut line, source.meta(), next.as_ref()),
+        (Style::Json, Some(header)) => json_line(&mut line, &Tagged::Header { header }),
+        (Style::Json, None) => json_line(
+            &mut line,
+            &Tagged::Trace {
+                trace: JsonMeta::new(source.meta()),
+            },
+        ),
+    }
+    out.write_all(line.as_bytes()).map_err(DumpError::Output)?;
+    let mut notes_done = 0;
+    let mut last_ts = 0;
+    while let Some(ev) = next {
+        notes_done = write_notes(
+            out,
+            &mut line,
+            source.notes(),
+            notes_done,
+            Some(ev.ts_ns),
+            base,
+            style,
+        )?;
+        let seq = seqs.entry((ev.dev, ev.cpu)).or_insert(0);
+        *seq += 1;
+        counts[usize::from(ev.kind.code() - 1)] += 1;
+        summary.events += 1;
+        summary.first_ts_ns.get_or_insert(ev.ts_ns);
+        if ev.ts_ns < last_ts {
+            summary.out_of_order += 1;
+        }
+        last_ts = last_ts.max(ev.ts_ns);
+        summary.last_ts_ns = Some(last_ts);
+        let rel = ev.ts_ns.saturating_sub(base);
+        line.clear();
         match style {
-            Style::Text => text_prologue(&mut line, &header, next.as_ref().map(|e| e.ts_ns)),
-            Style::Json => json_line(&mut line, &Tagged::Header { header: &header }),
+            Style::Text => text_line(&mut line, &ev, *seq, rel),
+            Style::Json => json_line(&mut line, &JsonEvent::new(&ev, *seq, rel)),
         }
         out.write_all(line.as_bytes()).map_err(DumpError::Output)?;
-        while let Some(ev) = next {
-            let seq = seqs.entry((ev.dev, ev.cpu)).or_insert(0);
-            *seq += 1;
-            counts[usize::from(ev.kind.code() - 1)] += 1;
-            summary.events += 1;
-            summary.first_ts_ns.get_or_insert(ev.ts_ns);
-            summary.last_ts_ns = Some(ev.ts_ns);
-            let rel = ev.ts_ns.saturating_sub(base);
-            line.clear();
-            match style {
-                Style::Text => text_line(&mut line, &ev, *seq, rel),
-                Style::Json => json_line(&mut line, &JsonEvent::new(&ev, *seq, rel)),
-            }
-            out.write_all(line.as_bytes()).map_err(DumpError::Output)?;
-            next = ordered.next();
-        }
-        summary.out_of_order = ordered.late();
+        next = next_event(source);
     }
+    notes_done = write_notes(
+        out,
+        &mut line,
+        source.notes(),
+        notes_done,
+        None,
+        base,
+        style,
+    )?;
+    summary.notes = notes_done as u64;
     summary.events_per_kind = kind_counts(&counts);
-    if let Some(stats) = reader.stats() {
+    if let Some(stats) = source.stats() {
         summary.lost = Some(stats.lost());
         summary.lost_per_cpu = stats.lost_per_cpu.clone();
         summary.read_errors = Some(stats.read_errors);
     }
-    summary.events_missing = reader.events_missing();
-    summary.closed_cleanly = reader.footer().is_some();
-    summary.ended_by = reader.footer().map(|f| f.ended_by.clone());
-    summary.warnings = reader.warnings().to_vec();
-    if summary.out_of_order > 0 {
-        summary.warnings.push(format!(
-            "{} events arrived later than the {} ms reordering window and are printed out of \
-             time order",
-            summary.out_of_order,
-            opts.window_ns / 1_000_000
-        ));
-    }
+    summary.events_missing = source.events_missing();
+    summary.closed_cleanly = source.footer().is_some();
+    summary.ended_by = source.footer().map(|f| f.ended_by.clone());
+    summary.warnings = source.warnings();
     if let Some(e) = &read_error {
         summary.warnings.push(format!("reading stopped early: {e}"));
     }
     line.clear();
     match style {
-        Style::Text => text_summary(&mut line, &summary),
+        Style::Text => text_summary(&mut line, &summary, source.meta().format),
         Style::Json => json_line(&mut line, &Tagged::Summary { summary: &summary }),
     }
     out.write_all(line.as_bytes()).map_err(DumpError::Output)?;
@@ -197,6 +216,87 @@ fn dump<W: Write, R: Read>(
     match read_error {
         Some(e) => Err(e.into()),
         None => Ok(summary),
+    }
+}
+
+/// Writes `notes[from..]` up to time `until` (all if `None`); returns the index reached.
+fn write_notes<W: Write>(
+    out: &mut W,
+    line: &mut String,
+    notes: &[Note],
+    from: usize,
+    until: Option<u64>,
+    base: u64,
+    style: Style,
+) -> Result<usize, DumpError> {
+    let mut i = from;
+    while let Some(note) = notes.get(i) {
+        if until.is_some_and(|t| note.ts_ns > t) {
+            break;
+        }
+        let rel = note.ts_ns.saturating_sub(base);
+        line.clear();
+        match style {
+            Style::Text => note_line(line, note, rel),
+            Style::Json => json_line(
+                line,
+                &Tagged::Note {
+                    note: JsonNote {
+                        ts_ns: note.ts_ns,
+                        t_ns: rel,
+                        dev: note.dev.to_string(),
+                        cpu: note.cpu,
+                        pid: note.pid,
+                        text: &note.text,
+                    },
+                },
+            ),
+        }
+        out.write_all(line.as_bytes()).map_err(DumpError::Output)?;
+        i += 1;
+    }
+    Ok(i)
+}
+
+/// A message note as blkparse prints it (`m N text`, sequence 0).
+fn note_line(s: &mut String, note: &Note, rel_ns: u64) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        s,
+        "{:3},{:<3} {:2} {:>8} {:5}.{:09} {:5} {:>2} {:>3} {}",
+        note.dev.major,
+        note.dev.minor,
+        note.cpu,
+        0,
+        rel_ns / 1_000_000_000,
+        rel_ns % 1_000_000_000,
+        note.pid,
+        "m",
+        "N",
+        note.text
+    );
+}
+
+/// The prologue of a trace without our header (blktrace files).
+fn foreign_prologue(s: &mut String, meta: &TraceMeta, first: Option<&Event>) {
+    use std::fmt::Write as _;
+    s.clear();
+    let format = match meta.format {
+        TraceFormat::Recording => "recording",
+        TraceFormat::Blktrace => "blktrace trace",
+    };
+    let _ = writeln!(s, "# {format} {}", meta.path.display());
+    for d in &meta.devices {
+        let _ = writeln!(s, "# device {} {}", d.name, d.dev);
+    }
+    for note in &meta.notes {
+        let _ = writeln!(s, "# note: {note}");
+    }
+    match first {
+        Some(ev) => {
+            let _ = writeln!(s, "# time 0 = first event, trace time {}", secs(ev.ts_ns));
+        }
+        None => s.push_str("# no events\n"),
     }
 }
 
@@ -257,8 +357,9 @@ fn text_line(s: &mut String, ev: &Event, seq: u32, rel_ns: u64) {
     // Passthrough requests (SG_IO and friends): blkparse's PC formats.
     let pc = matches!(ev.op, Op::DrvIn | Op::DrvOut);
     let _ = match ev.kind {
-        Queue | Insert | Issue | IoStart if pc => write!(s, "{} [{comm}]", ev.bytes),
-        Queue | Insert | Issue | IoStart | GetRq | BackMerge | FrontMerge | RqMerge | IoDone => {
+        Queue | Insert | Issue | IoStart | Bounce if pc => write!(s, "{} [{comm}]", ev.bytes),
+        Queue | Insert | Issue | IoStart | GetRq | BackMerge | FrontMerge | RqMerge | IoDone
+        | SleepRq | Bounce => {
             if sectors != 0 {
                 write!(s, "{sector} + {sectors} [{comm}]")
             } else {
@@ -276,6 +377,14 @@ fn text_line(s: &mut String, ev: &Event, seq: u32, rel_ns: u64) {
         Plug => write!(s, "[{comm}]"),
         Unplug => write!(s, "[{comm}] {}", ev.aux),
         Split => write!(s, "{sector} / {} [{comm}]", ev.aux),
+        Remap => {
+            let from = Dev::from_kernel(ev.error as u32);
+            write!(
+                s,
+                "{sector} + {sectors} <- ({},{}) {}",
+                from.major, from.minor, ev.aux
+            )
+        }
         BioInRq => write!(s, "{sector} + {sectors} [{comm}] #{}", ev.aux),
         KyberThrottled => write!(s, "[{comm}] domain={}", kyber_domain(ev.aux)),
         KyberAdjust => write!(
@@ -370,7 +479,7 @@ fn text_prologue(s: &mut String, h: &Header, first_ts: Option<u64>) {
     }
 }
 
-fn text_summary(s: &mut String, sum: &DumpSummary) {
+fn text_summary(s: &mut String, sum: &DumpSummary, format: TraceFormat) {
     use std::fmt::Write as _;
     let span = match (sum.first_ts_ns, sum.last_ts_ns) {
         (Some(a), Some(b)) => format!(" over {} s", secs(b - a)),
@@ -400,6 +509,9 @@ fn text_summary(s: &mut String, sum: &DumpSummary) {
             }
             s.push('\n');
         }
+        None if format == TraceFormat::Blktrace => {
+            s.push_str("# lost events: unknown (blktrace files do not record drops)\n")
+        }
         None => s.push_str("# lost events: unknown (the recording holds no statistics)\n"),
     }
     if let Some(errors) = sum.read_errors {
@@ -412,11 +524,17 @@ fn text_summary(s: &mut String, sum: &DumpSummary) {
             sum.events_missing
         );
     }
+    if sum.notes > 0 {
+        let _ = writeln!(s, "# notes: {}", sum.notes);
+    }
     match &sum.ended_by {
         Some(by) => {
             let _ = writeln!(s, "# recording closed cleanly (ended by {by})");
         }
-        None => s.push_str("# recording was not closed cleanly\n"),
+        None if format == TraceFormat::Recording => {
+            s.push_str("# recording was not closed cleanly\n")
+        }
+        None => {}
     }
     for w in &sum.warnings {
         let _ = writeln!(s, "# warning: {w}");
@@ -456,6 +574,8 @@ fn wall_clock(ns: u64) -> String {
 #[serde(untagged)]
 enum Tagged<'a> {
     Header { header: &'a Header },
+    Trace { trace: JsonMeta<'a> },
+    Note { note: JsonNote<'a> },
     Summary { summary: &'a DumpSummary },
 }
 
@@ -464,6 +584,41 @@ fn json_line<T: Serialize>(s: &mut String, v: &T) {
     // Serializing plain data into a String cannot fail.
     s.push_str(&serde_json::to_string(v).expect("plain data serializes"));
     s.push('\n');
+}
+
+/// What is known of a trace without our header.
+#[derive(Serialize)]
+struct JsonMeta<'a> {
+    format: &'static str,
+    path: Cow<'a, str>,
+    paired_by_sector: bool,
+    devices: &'a [crate::record::DeviceInfo],
+    notes: &'a [String],
+}
+
+impl<'a> JsonMeta<'a> {
+    fn new(meta: &'a TraceMeta) -> Self {
+        JsonMeta {
+            format: match meta.format {
+                TraceFormat::Recording => "recording",
+                TraceFormat::Blktrace => "blktrace",
+            },
+            path: meta.path.to_string_lossy(),
+            paired_by_sector: meta.identity == crate::input::Identity::PairedBySector,
+            devices: &meta.devices,
+            notes: &meta.notes,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct JsonNote<'a> {
+    ts_ns: u64,
+    t_ns: u64,
+    dev: String,
+    cpu: u16,
+    pid: u32,
+    text: &'a str,
 }
 
 /// One event in JSON: names instead of codes, identities as hex strings (null if none).
@@ -524,10 +679,13 @@ impl<'a> JsonEvent<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
     use crate::{
         event::{Comm, ReqFlags},
+        input::RecordingSource,
         record::{
-            RecordingWriter,
+            RecordingReader, RecordingWriter,
             test_support::{event_at, process, sample_header, sample_stats},
         },
     };
@@ -678,14 +836,16 @@ mod tests {
     fn quiet() -> DumpOptions {
         DumpOptions {
             warnings_to_stderr: false,
-            ..Default::default()
         }
     }
 
+    fn source(bytes: &[u8]) -> RecordingSource<&[u8]> {
+        RecordingSource::new(Path::new("test"), RecordingReader::new(bytes).unwrap())
+    }
+
     fn text(bytes: &[u8]) -> (String, DumpSummary) {
-        let mut reader = RecordingReader::new(bytes).unwrap();
         let mut out = Vec::new();
-        let summary = write_text_with(&mut out, &mut reader, &quiet()).unwrap();
+        let summary = write_text_with(&mut out, &mut source(bytes), &quiet()).unwrap();
         (String::from_utf8(out).unwrap(), summary)
     }
 
@@ -801,9 +961,8 @@ mod tests {
     #[test]
     fn json_lines() {
         let bytes = recording(&sample(), true);
-        let mut reader = RecordingReader::new(&bytes[..]).unwrap();
         let mut out = Vec::new();
-        let summary = write_json_with(&mut out, &mut reader, &quiet()).unwrap();
+        let summary = write_json_with(&mut out, &mut source(&bytes), &quiet()).unwrap();
         let lines: Vec<serde_json::Value> = String::from_utf8(out)
             .unwrap()
             .lines()
@@ -852,8 +1011,7 @@ mod tests {
             }
         }
         let bytes = recording(&sample(), true);
-        let mut reader = RecordingReader::new(&bytes[..]).unwrap();
-        let err = write_text_with(&mut Full, &mut reader, &quiet()).unwrap_err();
+        let err = write_text_with(&mut Full, &mut source(&bytes), &quiet()).unwrap_err();
         assert!(err.is_broken_pipe(), "{err}");
     }
 

@@ -31,10 +31,17 @@ pub enum EventKind {
     KyberAdjust = 18,
     WbtStep = 19,
     WbtTimer = 20,
+    /// blktrace's A. `dev`/`sector` are the target; `aux` = original sector, `error` = the
+    /// original device as a kernel `dev_t` ([`Dev::from_kernel`]).
+    Remap = 21,
+    /// blktrace's S (waited for a free request).
+    SleepRq = 22,
+    /// blktrace's B (bio bounced).
+    Bounce = 23,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 20] = [
+    pub const ALL: [EventKind; 23] = [
         Self::Queue,
         Self::GetRq,
         Self::BackMerge,
@@ -55,6 +62,9 @@ impl EventKind {
         Self::KyberAdjust,
         Self::WbtStep,
         Self::WbtTimer,
+        Self::Remap,
+        Self::SleepRq,
+        Self::Bounce,
     ];
 
     pub fn from_code(code: u16) -> Option<Self> {
@@ -88,6 +98,9 @@ impl EventKind {
             Self::KyberAdjust => "ka",
             Self::WbtStep => "ws",
             Self::WbtTimer => "wt",
+            Self::Remap => "A",
+            Self::SleepRq => "S",
+            Self::Bounce => "B",
         }
     }
 
@@ -114,6 +127,9 @@ impl EventKind {
             Self::KyberAdjust => "kyber_adjust",
             Self::WbtStep => "wbt_step",
             Self::WbtTimer => "wbt_timer",
+            Self::Remap => "remap",
+            Self::SleepRq => "sleeprq",
+            Self::Bounce => "bounce",
         }
     }
 }

@@ -8,13 +8,16 @@
 use std::{
     collections::BTreeMap,
     fs::File,
-    io::BufReader,
+    io::{BufReader, Read},
     path::{Path, PathBuf},
 };
 
 use crate::{
+    blktrace::{BlktraceSource, format},
     event::{Event, Note},
-    record::{DeviceInfo, FormatError, ProcessInfo, RecordingReader, TimeOrdered},
+    record::{
+        DeviceInfo, Footer, FormatError, Header, ProcessInfo, RecordingReader, Stats, TimeOrdered,
+    },
 };
 
 /// Which file format a trace came from.
@@ -63,6 +66,22 @@ pub trait TraceSource {
     fn lost(&self) -> Option<u64>;
     /// Problems met while reading that did not stop it (skipped chunks, late events...).
     fn warnings(&self) -> Vec<String>;
+    /// The recording's header, for formats that have one.
+    fn header(&self) -> Option<&Header> {
+        None
+    }
+    /// The recorder's loss and error counters, for formats that keep them.
+    fn stats(&self) -> Option<&Stats> {
+        None
+    }
+    /// The recording's footer, if it was closed cleanly (formats that have one).
+    fn footer(&self) -> Option<&Footer> {
+        None
+    }
+    /// Events known to be missing from the file itself (damaged chunks).
+    fn events_missing(&self) -> u64 {
+        0
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -73,26 +92,61 @@ pub enum InputError {
     Unreadable { path: PathBuf, reason: String },
 }
 
-/// Opens a trace of any format we read.
+/// Opens a trace of any format we read: a recording of ours, or blktrace files (one file, a
+/// directory of them, or the `DEV` prefix of `DEV.blktrace.N`), told apart by their magic.
 pub fn open(path: &Path) -> Result<Box<dyn TraceSource>, InputError> {
+    if sniff(path)? == TraceFormat::Blktrace {
+        return Ok(Box::new(BlktraceSource::open(path)?));
+    }
     let reader = RecordingReader::open(path)?;
     Ok(Box::new(RecordingSource::new(path, reader)))
 }
 
+/// Which format `path` holds. Anything that is not a file (a directory, a `DEV` prefix) can
+/// only be blktrace; a file is blktrace if it starts with its magic (either byte order).
+pub fn sniff(path: &Path) -> Result<TraceFormat, InputError> {
+    if path.is_dir() {
+        return Ok(TraceFormat::Blktrace);
+    }
+    if !path.exists() {
+        // A `DEV` prefix of blktrace files; otherwise let the recording reader say what is
+        // missing.
+        return Ok(if crate::blktrace::read::trace_files(path).is_ok() {
+            TraceFormat::Blktrace
+        } else {
+            TraceFormat::Recording
+        });
+    }
+    let mut magic = [0u8; 4];
+    let mut f = File::open(path).map_err(|e| InputError::Unreadable {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let n = f.read(&mut magic).map_err(|e| InputError::Unreadable {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    Ok(if n == 4 && format::sniff(magic).is_some() {
+        TraceFormat::Blktrace
+    } else {
+        TraceFormat::Recording
+    })
+}
+
 /// A recording of ours, events put in time order by [`TimeOrdered`].
-pub struct RecordingSource {
+pub struct RecordingSource<R: Read = BufReader<File>> {
     meta: TraceMeta,
-    ordered: TimeOrdered<ReaderEvents>,
+    ordered: TimeOrdered<ReaderEvents<R>>,
     notes: Vec<Note>,
 }
 
 /// The reader as a plain event iterator; a read error ends it and is kept for the caller.
-struct ReaderEvents {
-    reader: RecordingReader<BufReader<File>>,
+struct ReaderEvents<R: Read> {
+    reader: RecordingReader<R>,
     error: Option<FormatError>,
 }
 
-impl Iterator for ReaderEvents {
+impl<R: Read> Iterator for ReaderEvents<R> {
     type Item = Event;
 
     fn next(&mut self) -> Option<Event> {
@@ -106,8 +160,23 @@ impl Iterator for ReaderEvents {
     }
 }
 
-impl RecordingSource {
-    pub fn new(path: &Path, reader: RecordingReader<BufReader<File>>) -> Self {
+impl<R: Read> RecordingSource<R> {
+    pub fn new(path: &Path, reader: RecordingReader<R>) -> Self {
+        Self::with_window(
+            path,
+            reader,
+            TimeOrdered::<std::iter::Empty<Event>>::DEFAULT_WINDOW_NS,
+            TimeOrdered::<std::iter::Empty<Event>>::DEFAULT_MAX_HELD,
+        )
+    }
+
+    /// With the reordering window of [`TimeOrdered::with_window`].
+    pub fn with_window(
+        path: &Path,
+        reader: RecordingReader<R>,
+        window_ns: u64,
+        max_held: usize,
+    ) -> Self {
         let h = reader.header();
         let meta = TraceMeta {
             path: path.to_path_buf(),
@@ -119,24 +188,28 @@ impl RecordingSource {
         };
         RecordingSource {
             meta,
-            ordered: TimeOrdered::new(ReaderEvents {
-                reader,
-                error: None,
-            }),
+            ordered: TimeOrdered::with_window(
+                ReaderEvents {
+                    reader,
+                    error: None,
+                },
+                window_ns,
+                max_held,
+            ),
             notes: Vec::new(),
         }
     }
 
-    fn reader(&self) -> &RecordingReader<BufReader<File>> {
+    fn reader(&self) -> &RecordingReader<R> {
         &self.ordered_inner().reader
     }
 
-    fn ordered_inner(&self) -> &ReaderEvents {
+    fn ordered_inner(&self) -> &ReaderEvents<R> {
         self.ordered.inner()
     }
 }
 
-impl TraceSource for RecordingSource {
+impl<R: Read> TraceSource for RecordingSource<R> {
     fn meta(&self) -> &TraceMeta {
         &self.meta
     }
@@ -178,6 +251,22 @@ impl TraceSource for RecordingSource {
             ));
         }
         w
+    }
+
+    fn header(&self) -> Option<&Header> {
+        Some(self.reader().header())
+    }
+
+    fn stats(&self) -> Option<&Stats> {
+        self.reader().stats()
+    }
+
+    fn footer(&self) -> Option<&Footer> {
+        self.reader().footer()
+    }
+
+    fn events_missing(&self) -> u64 {
+        self.reader().events_missing()
     }
 }
 

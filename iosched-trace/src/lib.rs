@@ -9,10 +9,12 @@
 //! - [`input`]: any trace we read (recordings, blktrace files) as one time-ordered source.
 //! - [`timeline`]: each request's and bio's life, rebuilt from the events.
 //! - [`analysis`]: per device/process/cgroup numbers from the timeline (`report`).
+//! - [`blktrace`]: blktrace's binary format, read as a trace source and written from ours.
 //! - [`dump`]: blkparse-style text and JSON lines.
 //! - [`cli`]: command-line syntax and validation.
 
 pub mod analysis;
+pub mod blktrace;
 pub mod btf;
 pub mod capture;
 pub mod cli;

@@ -9,11 +9,11 @@ use std::{
 use anyhow::Context;
 use clap::Parser;
 use iosched_trace::{
-    analysis,
-    cli::{Cli, Command, DumpArgs, RecordArgs, ReportArgs, SynthArgs},
+    analysis, blktrace,
+    cli::{Cli, Command, ConvertArgs, DumpArgs, OutputFormat, RecordArgs, ReportArgs, SynthArgs},
     devices::Sysfs,
     dump, input, preflight,
-    record::{DeviceInfo, Header, RecordingReader, RecordingWriter, Stats},
+    record::{DeviceInfo, Header, RecordingWriter, Stats},
     recorder::{self, RecordConfig, human_bytes},
     synth,
 };
@@ -42,6 +42,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Dump(args) => dump(args),
         Command::Report(args) => report(args),
         Command::Synth(args) => synth(args),
+        Command::Convert(args) => convert(args),
     }
 }
 
@@ -123,6 +124,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let config = RecordConfig {
         disks: valid.disks,
         output: args.output.clone(),
+        format: args.format,
         duration: valid.duration,
         ring_size: valid.ring_size,
         wakeup_bytes: valid.wakeup,
@@ -155,13 +157,13 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
-    let mut reader = RecordingReader::open(&args.file)?;
+    let mut source = input::open(&args.file)?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let result = if args.json {
-        dump::write_json(&mut out, &mut reader)
+        dump::write_json(&mut out, source.as_mut())
     } else {
-        dump::write_text(&mut out, &mut reader)
+        dump::write_text(&mut out, source.as_mut())
     };
     match result {
         // `dump | head` closes the pipe: not an error worth a message.
@@ -172,6 +174,83 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
         && e.kind() != io::ErrorKind::BrokenPipe
     {
         return Err(e.into());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn convert(args: ConvertArgs) -> anyhow::Result<ExitCode> {
+    let mut source = input::open(&args.file)?;
+    match args.to {
+        OutputFormat::Blktrace => {
+            let summary = blktrace::export(source.as_mut(), &args.output)?;
+            for w in source.warnings() {
+                eprintln!("warning: {w}");
+            }
+            let records: Vec<String> = summary
+                .records
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            eprintln!(
+                "wrote {} events to {} blktrace files in {} ({})",
+                summary.events_written,
+                summary.files.len(),
+                args.output.display(),
+                records.join(", ")
+            );
+            if !summary.skipped.is_empty() {
+                let skipped: Vec<String> = summary
+                    .skipped
+                    .iter()
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                eprintln!(
+                    "skipped events blktrace has no action for: {}",
+                    skipped.join(", ")
+                );
+            }
+            eprintln!("blktrace files cannot hold:");
+            for loss in blktrace::LOSSES {
+                eprintln!("  - {loss}");
+            }
+        }
+        OutputFormat::Recording => {
+            let mut header = match source.header() {
+                Some(h) => h.clone(),
+                None => {
+                    let mut h = Header::for_this_host(source.meta().devices.clone(), Vec::new());
+                    // Not this host's trace: only its devices and notes are known.
+                    h.host.clear();
+                    h.kernel_release = source.meta().kernel_release.clone().unwrap_or_default();
+                    h.boot_id = None;
+                    h.clock = Default::default();
+                    h
+                }
+            };
+            header.notes.extend(source.meta().notes.iter().cloned());
+            header
+                .notes
+                .push(format!("converted from {}", args.file.display()));
+            let file = std::fs::File::create(&args.output)
+                .with_context(|| format!("cannot create {}", args.output.display()))?;
+            let mut writer = RecordingWriter::new(BufWriter::new(file), &header)?;
+            while let Some(ev) = source.next_event() {
+                writer.push(&ev?)?;
+            }
+            for p in source.processes().values() {
+                writer.add_process(p)?;
+            }
+            if let Some(stats) = source.stats() {
+                writer.write_stats(stats)?;
+            }
+            let footer = writer.footer(source.stats().cloned().unwrap_or_default(), 0, "converted");
+            let n = footer.events_total;
+            writer.finish(&footer)?.flush()?;
+            for w in source.warnings() {
+                eprintln!("warning: {w}");
+            }
+            eprintln!("wrote {n} events to {}", args.output.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -16,8 +16,10 @@ use anyhow::Context;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
+    blktrace::BlktraceWriter,
     btf::Btf,
     capture::{Capture, CaptureOptions},
+    cli::OutputFormat,
     devices::Disk,
     event::Event,
     probe::KernelLayout,
@@ -29,6 +31,8 @@ pub struct RecordConfig {
     /// Devices to trace; empty: every device.
     pub disks: Vec<Disk>,
     pub output: PathBuf,
+    /// Our recording (a file) or blktrace per-CPU files (`output` is then a directory).
+    pub format: OutputFormat,
     pub duration: Option<Duration>,
     pub ring_size: u32,
     pub wakeup_bytes: u64,
@@ -112,9 +116,20 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         header.notes.push(note);
     }
 
-    let file = File::create(&config.output)
-        .with_context(|| format!("cannot create {}", config.output.display()))?;
-    let mut writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &header)?;
+    let mut writer: Box<dyn Sink> = match config.format {
+        OutputFormat::Recording => {
+            let file = File::create(&config.output)
+                .with_context(|| format!("cannot create {}", config.output.display()))?;
+            Box::new(RecordingWriter::new(
+                BufWriter::with_capacity(1 << 20, file),
+                &header,
+            )?)
+        }
+        OutputFormat::Blktrace => Box::new(BlktraceSink {
+            writer: BlktraceWriter::create(&config.output, &header.devices, Some(header.clock))?,
+            pushed: 0,
+        }),
+    };
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
     eprintln!(
@@ -152,15 +167,14 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
                 None
             }
         };
-        store(&mut batch, &mut writer, &mut processes)?;
+        store(&mut batch, writer.as_mut(), &mut processes)?;
         if let Some(reason) = ended {
             break reason;
         }
         let now = Instant::now();
         if now >= next_flush {
             let stats = capture.stats()?;
-            writer.write_stats(&stats)?;
-            writer.flush()?;
+            writer.checkpoint(&stats)?;
             next_flush = now + FLUSH_EVERY;
             if progress {
                 let total = writer.events_pushed();
@@ -183,19 +197,10 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     // is left behind.
     capture.detach();
     capture.drain(&mut batch);
-    store(&mut batch, &mut writer, &mut processes)?;
+    store(&mut batch, writer.as_mut(), &mut processes)?;
     let stats = capture.stats()?;
-    writer.write_stats(&stats)?;
-    // The writer counted every event it was given, per kind.
-    let footer = writer.footer(stats.clone(), started.elapsed().as_nanos() as u64, ended_by);
-    let total = footer.events_total;
     let bytes = writer.bytes_written();
-    let mut out = writer.finish(&footer)?;
-    out.flush()?;
-    out.into_inner()
-        .map_err(|e| e.into_error())?
-        .sync_all()
-        .context("syncing the recording")?;
+    let total = writer.finish(&stats, started.elapsed().as_nanos() as u64, ended_by)?;
     if progress {
         eprintln!();
     }
@@ -215,9 +220,116 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
+/// Where recorded events go: our recording file, or blktrace per-CPU files.
+trait Sink {
+    fn add_process(&mut self, p: &ProcessInfo) -> anyhow::Result<()>;
+    fn push(&mut self, ev: &Event) -> anyhow::Result<()>;
+    /// Saves the loss counters (where the format keeps them) and flushes: what a kill -9
+    /// would otherwise cost.
+    fn checkpoint(&mut self, stats: &Stats) -> anyhow::Result<()>;
+    fn events_pushed(&self) -> u64;
+    fn bytes_written(&self) -> u64;
+    /// Writes the end, syncs, and returns the number of events stored.
+    fn finish(
+        self: Box<Self>,
+        stats: &Stats,
+        duration_ns: u64,
+        ended_by: &str,
+    ) -> anyhow::Result<u64>;
+}
+
+impl Sink for RecordingWriter<BufWriter<File>> {
+    fn add_process(&mut self, p: &ProcessInfo) -> anyhow::Result<()> {
+        Ok(RecordingWriter::add_process(self, p)?)
+    }
+
+    fn push(&mut self, ev: &Event) -> anyhow::Result<()> {
+        Ok(RecordingWriter::push(self, ev)?)
+    }
+
+    fn checkpoint(&mut self, stats: &Stats) -> anyhow::Result<()> {
+        self.write_stats(stats)?;
+        Ok(self.flush()?)
+    }
+
+    fn events_pushed(&self) -> u64 {
+        RecordingWriter::events_pushed(self)
+    }
+
+    fn bytes_written(&self) -> u64 {
+        RecordingWriter::bytes_written(self)
+    }
+
+    fn finish(
+        mut self: Box<Self>,
+        stats: &Stats,
+        duration_ns: u64,
+        ended_by: &str,
+    ) -> anyhow::Result<u64> {
+        self.write_stats(stats)?;
+        // The writer counted every event it was given, per kind.
+        let footer = self.footer(stats.clone(), duration_ns, ended_by);
+        let mut out = RecordingWriter::finish(*self, &footer)?;
+        out.flush()?;
+        out.into_inner()
+            .map_err(|e| e.into_error())?
+            .sync_all()
+            .context("syncing the recording")?;
+        Ok(footer.events_total)
+    }
+}
+
+/// blktrace files have no place for loss counters: the recorder reports them on stderr.
+struct BlktraceSink {
+    writer: BlktraceWriter,
+    pushed: u64,
+}
+
+impl Sink for BlktraceSink {
+    fn add_process(&mut self, _: &ProcessInfo) -> anyhow::Result<()> {
+        // Process notes are written from the events themselves.
+        Ok(())
+    }
+
+    fn push(&mut self, ev: &Event) -> anyhow::Result<()> {
+        self.pushed += 1;
+        Ok(self.writer.push(ev)?)
+    }
+
+    fn checkpoint(&mut self, _: &Stats) -> anyhow::Result<()> {
+        // Events are released in time order a window behind the newest: only what is due
+        // reaches the files here.
+        Ok(self.writer.flush_files()?)
+    }
+
+    fn events_pushed(&self) -> u64 {
+        self.pushed
+    }
+
+    fn bytes_written(&self) -> u64 {
+        self.writer.bytes_written()
+    }
+
+    fn finish(self: Box<Self>, _: &Stats, _: u64, _: &str) -> anyhow::Result<u64> {
+        let summary = self.writer.finish()?;
+        if !summary.skipped.is_empty() {
+            let skipped: Vec<String> = summary
+                .skipped
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            eprintln!(
+                "note: not written (blktrace has no action for them): {}",
+                skipped.join(", ")
+            );
+        }
+        Ok(summary.events_written)
+    }
+}
+
 fn store(
     batch: &mut Vec<Event>,
-    writer: &mut RecordingWriter<BufWriter<File>>,
+    writer: &mut dyn Sink,
     processes: &mut ProcessTable,
 ) -> anyhow::Result<()> {
     for ev in batch.drain(..) {
