@@ -14,7 +14,8 @@ use iosched_trace::{
     input::TraceSource,
 };
 use iosched_trace_tests::{
-    LoopDevice, Recorder, ScratchDir, binary, dd, read_recording, real_kernel_available, run,
+    LoopDevice, Recorder, ScratchDir, binary, dd, read_recording, real_kernel_available,
+    report_json, run,
 };
 
 /// Our events by blkparse action letter (kinds blktrace has an action for).
@@ -230,6 +231,33 @@ fn blkparse_and_btt_agree_with_our_recording() {
         assert!(
             within(ours, *theirs, 0.005),
             "{stage}: ours {ours:.9} s vs btt {theirs:.9} s"
+        );
+    }
+    // `report` on the recording (exact identities) and on the blktrace files (paired by
+    // sector) gives btt's numbers.
+    for (input, paired) in [(rec_file.clone(), false), (dir.join(&disk.name), true)] {
+        let report = report_json(&input, &[]).unwrap();
+        assert_eq!(report["trace"]["paired_by_sector"], paired);
+        let device = &report["devices"][0];
+        for stage in ["Q2C", "D2C", "I2D"] {
+            let ours = device["latency"][stage.to_lowercase()]["mean_ns"]
+                .as_f64()
+                .unwrap()
+                / 1e9;
+            let theirs = avgs[stage];
+            eprintln!("report {stage} (paired {paired}): {ours:.9} s, btt {theirs:.9} s");
+            assert!(
+                within(ours, theirs, 0.005),
+                "report {stage}: {ours:.9} s vs btt {theirs:.9} s"
+            );
+        }
+        // btt prints its ratio rounded; its #Q and #D are exact.
+        let (bq, bd, _) = btt_merge(&btt, dev).expect("btt merge line");
+        let ours = device["merge_ratio"].as_f64().unwrap();
+        let theirs = bq as f64 / bd as f64;
+        assert!(
+            within(ours, theirs, 0.005),
+            "merge ratio {ours} vs btt {bq}/{bd}"
         );
     }
     let (bq, bd, ratio) = btt_merge(&btt, dev).expect("btt merge line");

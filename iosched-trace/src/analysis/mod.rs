@@ -119,6 +119,9 @@ pub struct DirCounts {
 pub struct DeviceAgg {
     pub bios_queued: u64,
     pub requests_dispatched: u64,
+    /// With data (btt leaves zero-byte flushes out of its #Q and #D).
+    pub data_bios_queued: u64,
+    pub data_requests_dispatched: u64,
     pub dispatched_bytes: u64,
     pub completed: [DirCounts; 3],
     pub merges_back: u64,
@@ -395,6 +398,7 @@ impl LifeSink for Aggregator {
         }
         let d = self.device(ev.dev);
         d.bios_queued += 1;
+        d.data_bios_queued += u64::from(ev.bytes > 0);
         d.q_seeks.add(ev.sector, u64::from(ev.sectors()));
         d.active_at_q_sum += u64::from(state.pending.saturating_sub(1));
         if let Some(last) = d.last_q.replace(ev.ts_ns) {
@@ -436,6 +440,7 @@ impl LifeSink for Aggregator {
         let sectors = u64::from(ev.sectors());
         let d = device_entry(&mut self.devices, self.window, ev.dev);
         d.requests_dispatched += 1;
+        d.data_requests_dispatched += u64::from(ev.bytes > 0);
         d.dispatched_bytes += u64::from(ev.bytes);
         d.d_seeks.add(ev.sector, sectors);
         d.slices

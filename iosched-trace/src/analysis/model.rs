@@ -93,7 +93,8 @@ pub struct DeviceReport {
     pub rotational: Option<bool>,
     pub bios_queued: u64,
     pub requests_dispatched: u64,
-    /// btt's #Q / #D: bios queued per request dispatched.
+    /// btt's #Q / #D: bios queued per request dispatched, counting those with data (btt
+    /// leaves zero-byte flushes out).
     pub merge_ratio: f64,
     pub merges: Merges,
     pub read: DirectionReport,
@@ -293,10 +294,10 @@ fn device_report(info: Option<&DeviceInfo>, dev: Dev, d: &DeviceAgg, dur: u64) -
         rotational: info.and_then(|i| i.rotational),
         bios_queued: d.bios_queued,
         requests_dispatched: d.requests_dispatched,
-        merge_ratio: if d.requests_dispatched == 0 {
+        merge_ratio: if d.data_requests_dispatched == 0 {
             0.0
         } else {
-            d.bios_queued as f64 / d.requests_dispatched as f64
+            d.data_bios_queued as f64 / d.data_requests_dispatched as f64
         },
         merges: Merges {
             back: d.merges_back,
