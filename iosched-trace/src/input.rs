@@ -58,6 +58,17 @@ pub trait TraceSource {
     fn meta(&self) -> &TraceMeta;
     /// The next event in time order; `None` at the end. After an error, the source ends.
     fn next_event(&mut self) -> Option<Result<Event, InputError>>;
+    /// Appends up to `max` next events to `out` (fewer only at the end); the fast path for
+    /// whole-trace analyses, which would otherwise pay a dynamic call per event.
+    fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<(), InputError> {
+        for _ in 0..max {
+            match self.next_event() {
+                Some(ev) => out.push(ev?),
+                None => break,
+            }
+        }
+        Ok(())
+    }
     /// Processes known so far (complete once the events are exhausted).
     fn processes(&self) -> &BTreeMap<u32, ProcessInfo>;
     /// Text notes read so far (scheduler messages), in time order.
@@ -223,6 +234,19 @@ impl<R: Read> TraceSource for RecordingSource<R> {
                 .error
                 .take()
                 .map(|e| Err(InputError::Recording(e))),
+        }
+    }
+
+    fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<(), InputError> {
+        out.extend(self.ordered.by_ref().take(max));
+        match self.ordered.inner_mut().error.take() {
+            Some(e) if out.is_empty() => Err(InputError::Recording(e)),
+            // Events read before the error go first; the error comes with the next batch.
+            Some(e) => {
+                self.ordered.inner_mut().error = Some(e);
+                Ok(())
+            }
+            None => Ok(()),
         }
     }
 

@@ -19,6 +19,7 @@ pub mod btf;
 pub mod capture;
 pub mod cli;
 pub mod devices;
+pub mod devmap;
 pub mod dump;
 pub mod event;
 pub mod input;

@@ -16,7 +16,10 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::event::{Comm, Dev, Event, EventKind, Op, ReqFlags};
+use crate::{
+    devmap::DevMap,
+    event::{Comm, Dev, Event, EventKind, Op, ReqFlags},
+};
 
 /// Who submitted an I/O: the task that queued its first bio (the Q event), not whoever ran
 /// when it was inserted, issued or completed.
@@ -131,6 +134,9 @@ pub struct DeviceState {
     pub pending: u32,
     /// Waiting bios by submitting pid (`pending` minus bio-less requests).
     pub pending_by_pid: FxHashMap<u32, u32>,
+    /// Bumped whenever a pid starts waiting (joins `pending_by_pid`): lets observers skip
+    /// rescanning the waiters when no one new arrived.
+    pub waiters_generation: u64,
 }
 
 impl DeviceState {
@@ -220,7 +226,7 @@ struct RqState {
 pub struct Timeline {
     bios: FxHashMap<u64, BioState>,
     rqs: FxHashMap<u64, RqState>,
-    devices: FxHashMap<Dev, DeviceState>,
+    devices: DevMap<DeviceState>,
     /// Devices without request events (zram...): a bio there goes Q -> C, nothing pends.
     bio_based: FxHashSet<Dev>,
     /// Last bio each task queued, for finding a split's parent.
@@ -233,7 +239,7 @@ impl Timeline {
         Timeline {
             bios: FxHashMap::default(),
             rqs: FxHashMap::default(),
-            devices: FxHashMap::default(),
+            devices: DevMap::default(),
             bio_based: bio_based.into_iter().collect(),
             last_queued: FxHashMap::default(),
             anomalies: Anomalies::default(),
@@ -278,11 +284,11 @@ impl Timeline {
     }
 
     fn device(&mut self, dev: Dev) -> &mut DeviceState {
-        self.devices.entry(dev).or_default()
+        self.devices.entry_or_default(dev)
     }
 
     fn report_state(&mut self, dev: Dev, ts: u64, sink: &mut impl LifeSink) {
-        let state = self.devices.entry(dev).or_default();
+        let state = self.devices.entry_or_default(dev);
         sink.device_state(dev, ts, state);
     }
 
@@ -290,7 +296,11 @@ impl Timeline {
         let d = self.device(dev);
         d.pending += 1;
         if let Some(pid) = pid {
-            *d.pending_by_pid.entry(pid).or_insert(0) += 1;
+            let n = d.pending_by_pid.entry(pid).or_insert(0);
+            if *n == 0 {
+                d.waiters_generation += 1;
+            }
+            *n += 1;
         }
     }
 
@@ -379,7 +389,7 @@ impl Timeline {
         self.bios.insert(ev.bio, b);
         self.last_queued.insert(ev.pid, ev.bio);
         self.mark_pending(ev.bio);
-        let state = self.devices.entry(ev.dev).or_default();
+        let state = self.devices.entry_or_default(ev.dev);
         sink.queued(ev, state);
         self.report_state(ev.dev, ev.ts_ns, sink);
     }
@@ -534,7 +544,7 @@ impl Timeline {
             r.submitter = submitter;
         }
         let submitter = r.submitter;
-        let state = self.devices.entry(ev.dev).or_default();
+        let state = self.devices.entry_or_default(ev.dev);
         sink.issued(ev, submitter.as_ref(), state);
         self.report_state(ev.dev, ev.ts_ns, sink);
     }

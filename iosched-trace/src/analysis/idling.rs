@@ -38,6 +38,8 @@ pub struct IdleTracker {
     /// intervals: most are short transit gaps, and they must not allocate).
     open: Option<(u64, u32)>,
     waiters: Vec<u32>,
+    /// `DeviceState::waiters_generation` when `waiters` was last brought up to date.
+    waiters_seen: u64,
     last_completer: u32,
     pub idle_with_pending_ns: u64,
     pub intervals: u64,
@@ -122,6 +124,10 @@ impl IdleTracker {
     }
 
     fn add_waiters(&mut self, now: &DeviceState) {
+        if !self.waiters.is_empty() && self.waiters_seen == now.waiters_generation {
+            return;
+        }
+        self.waiters_seen = now.waiters_generation;
         for pid in now.pending_by_pid.keys() {
             if !self.waiters.contains(pid) {
                 self.waiters.push(*pid);

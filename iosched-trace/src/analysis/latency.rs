@@ -1,9 +1,10 @@
 //! Latency distributions: btt's stages, and a compact histogram with an exact mean.
 
-use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::timeline::BioLife;
+
+use super::loghist::LogHist;
 
 /// btt's stages (per bio, as btt measures them) plus Q2D, the time a bio spent before its
 /// request reached the driver (plug + scheduler).
@@ -86,13 +87,13 @@ impl Stage {
 }
 
 /// One latency distribution: count, exact sum (for an exact mean), min/max, and an HDR
-/// histogram (2 significant digits: percentiles within 1%) for the quantiles.
-#[derive(Clone)]
+/// histogram ([`LogHist`]: quantiles within 1.6%) for the quantiles.
+#[derive(Clone, Default)]
 pub struct Latency {
     count: u64,
     sum: u128,
     max: u64,
-    hist: Histogram<u32>,
+    hist: LogHist,
 }
 
 impl std::fmt::Debug for Latency {
@@ -105,35 +106,19 @@ impl std::fmt::Debug for Latency {
     }
 }
 
-impl Default for Latency {
-    fn default() -> Self {
-        Latency {
-            count: 0,
-            sum: 0,
-            max: 0,
-            // Auto-resizing from 1 ns; 2 digits keep each histogram a few KiB, so thousands
-            // of (process, stage) pairs stay cheap.
-            hist: Histogram::new(2).expect("2 significant digits is valid"),
-        }
-    }
-}
-
 impl Latency {
     pub fn record(&mut self, ns: u64) {
         self.count += 1;
         self.sum += u128::from(ns);
         self.max = self.max.max(ns);
-        // The histogram resizes itself; the only error left is a bucket counter overflowing
-        // u32, and then `count`/`sum` above still hold the sample.
-        let _ = self.hist.record(ns);
+        self.hist.record(ns);
     }
 
     pub fn merge(&mut self, other: &Latency) {
         self.count += other.count;
         self.sum += other.sum;
         self.max = self.max.max(other.max);
-        // Both auto-resize, so adding cannot fail.
-        let _ = self.hist.add(&other.hist);
+        self.hist.merge(&other.hist);
     }
 
     pub fn count(&self) -> u64 {
@@ -161,7 +146,12 @@ impl Latency {
         if self.count == 0 {
             return 0;
         }
-        self.hist.value_at_quantile(q).min(self.max)
+        self.hist.quantile(q).min(self.max)
+    }
+
+    /// The most frequent value (the lowest of the fullest bucket: exact for small values).
+    pub fn mode(&self) -> u64 {
+        self.hist.mode()
     }
 
     pub fn summary(&self) -> LatencySummary {
@@ -192,14 +182,15 @@ pub struct LatencySummary {
 /// One distribution per stage, created on first use.
 #[derive(Clone, Debug, Default)]
 pub struct Stages {
-    by_stage: [Option<Box<Latency>>; 9],
+    // Inline, not boxed: an empty `Latency` is a few words (its histogram grows on first use),
+    // and this is on the per-bio path.
+    by_stage: [Latency; 9],
 }
 
 impl Stages {
+    #[inline]
     pub fn record(&mut self, stage: Stage, ns: u64) {
-        self.by_stage[stage as usize]
-            .get_or_insert_with(Default::default)
-            .record(ns);
+        self.by_stage[stage as usize].record(ns);
     }
 
     pub fn record_bio(&mut self, bio: &BioLife) {
@@ -208,16 +199,15 @@ impl Stages {
         }
     }
 
+    /// The stage's distribution, if it has samples.
     pub fn get(&self, stage: Stage) -> Option<&Latency> {
-        self.by_stage[stage as usize].as_deref()
+        Some(&self.by_stage[stage as usize]).filter(|l| l.count() > 0)
     }
 
     pub fn merge(&mut self, other: &Stages) {
-        for stage in Stage::ALL {
-            if let Some(o) = other.get(stage) {
-                self.by_stage[stage as usize]
-                    .get_or_insert_with(Default::default)
-                    .merge(o);
+        for (a, b) in self.by_stage.iter_mut().zip(&other.by_stage) {
+            if b.count() > 0 {
+                a.merge(b);
             }
         }
     }

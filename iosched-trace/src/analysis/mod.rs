@@ -11,6 +11,7 @@
 
 pub mod idling;
 pub mod latency;
+pub mod loghist;
 pub mod model;
 pub mod seeks;
 pub mod slices;
@@ -18,6 +19,7 @@ pub mod slices;
 use rustc_hash::FxHashMap;
 
 use crate::{
+    devmap::DevMap,
     event::{Dev, Event, EventKind, ReqFlags},
     input::{InputError, TraceSource},
     timeline::{BioLife, DeviceState, Direction, LifeSink, RequestLife, Submitter, Timeline},
@@ -80,6 +82,9 @@ impl Window {
     }
 }
 
+/// Events read from the source at a time.
+const BATCH: usize = 4096;
+
 /// Reads a whole trace and returns its report.
 pub fn analyze(source: &mut dyn TraceSource, opts: &Options) -> Result<Report, InputError> {
     let meta = source.meta().clone();
@@ -92,15 +97,22 @@ pub fn analyze(source: &mut dyn TraceSource, opts: &Options) -> Result<Report, I
     let wanted = model::resolve_devices(&meta.devices, &opts.devices)?;
     let mut timeline = Timeline::new(bio_based);
     let mut agg = Aggregator::new(opts.clone());
-    while let Some(ev) = source.next_event() {
-        let ev = ev?;
-        if let Some(w) = &wanted
-            && !w.contains(&ev.dev)
-        {
-            continue;
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        batch.clear();
+        source.next_batch(&mut batch, BATCH)?;
+        if batch.is_empty() {
+            break;
         }
-        agg.see(&ev);
-        timeline.push(&ev, &mut agg);
+        for ev in &batch {
+            if let Some(w) = &wanted
+                && !w.contains(&ev.dev)
+            {
+                continue;
+            }
+            agg.see(ev);
+            timeline.push(ev, &mut agg);
+        }
     }
     let anomalies = timeline.finish().clone();
     agg.finish();
@@ -200,7 +212,7 @@ pub struct Aggregator {
     pub first_ts: Option<u64>,
     pub last_ts: u64,
     pub events: u64,
-    pub devices: FxHashMap<Dev, DeviceAgg>,
+    pub devices: DevMap<DeviceAgg>,
     pub processes: FxHashMap<u32, ProcessAgg>,
     pub cgroups: FxHashMap<u64, CgroupAgg>,
     pub idle: IdleTotals,
@@ -218,7 +230,7 @@ impl Aggregator {
             first_ts: None,
             last_ts: 0,
             events: 0,
-            devices: FxHashMap::default(),
+            devices: DevMap::default(),
             processes: FxHashMap::default(),
             cgroups: FxHashMap::default(),
             idle: IdleTotals::new(top, min_idle),
@@ -343,7 +355,7 @@ impl Aggregator {
         }
         let end = self.effective_window().to;
         let window = self.window;
-        for (dev, d) in &mut self.devices {
+        for (dev, d) in self.devices.iter_mut() {
             Self::integrate(&window, d, end);
             d.idle.close(*dev, end, &window, &mut self.idle);
             d.slices.finish(&mut self.slices);
@@ -351,12 +363,8 @@ impl Aggregator {
     }
 }
 
-fn device_entry(
-    devices: &mut FxHashMap<Dev, DeviceAgg>,
-    window: Window,
-    dev: Dev,
-) -> &mut DeviceAgg {
-    devices.entry(dev).or_insert_with(|| DeviceAgg {
+fn device_entry(devices: &mut DevMap<DeviceAgg>, window: Window, dev: Dev) -> &mut DeviceAgg {
+    devices.get_or_insert_with(dev, || DeviceAgg {
         // The device is taken as empty from the window's start until its first event.
         last_ts: Some(window.from),
         ..Default::default()
@@ -373,6 +381,18 @@ impl LifeSink for Aggregator {
             return;
         }
         let kind = ev.kind;
+        if !matches!(
+            kind,
+            EventKind::BackMerge
+                | EventKind::FrontMerge
+                | EventKind::RqMerge
+                | EventKind::Plug
+                | EventKind::Unplug
+                | EventKind::Complete
+                | EventKind::BioComplete
+        ) {
+            return;
+        }
         let d = self.device(ev.dev);
         match kind {
             EventKind::BackMerge => d.merges_back += 1,

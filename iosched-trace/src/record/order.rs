@@ -134,7 +134,20 @@ impl<I: Iterator<Item = Event>> Iterator for TimeOrdered<I> {
 
     fn next(&mut self) -> Option<Event> {
         loop {
-            if let Some(((oldest_ns, _), from_heap)) = self.oldest()
+            // Fast path (no stragglers held): the oldest is the run's front.
+            if self.held.is_empty() {
+                match self.run.front() {
+                    Some(front)
+                        if self.done
+                            || self.run.len() > self.max_held
+                            || self.newest_ns - front.ts_ns > self.window_ns =>
+                    {
+                        return self.release(false);
+                    }
+                    None if self.done => return None,
+                    _ => {}
+                }
+            } else if let Some(((oldest_ns, _), from_heap)) = self.oldest()
                 && (self.done
                     || self.held_len() > self.max_held
                     || self.newest_ns - oldest_ns > self.window_ns)
