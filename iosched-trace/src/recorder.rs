@@ -181,7 +181,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
 
     // Detach first, then take what is still in the ring: nothing produced before the detach
     // is left behind.
-    capture.detach();
+    capture.detach()?;
     capture.drain(&mut batch);
     store(&mut batch, &mut writer, &mut processes)?;
     let stats = capture.stats()?;
