@@ -467,11 +467,12 @@ fn decode_record(bytes: &[u8], decoder: &FlagDecoder, out: &mut Vec<Event>) {
     let Some(events) = bytes.get(BATCH_HEADER_LEN..BATCH_HEADER_LEN + count * EVENT) else {
         return;
     };
-    out.extend(
-        events
-            .chunks_exact(EVENT)
-            .filter_map(|raw| decode(raw, decoder)),
-    );
+    out.reserve(count);
+    for raw in events.chunks_exact(EVENT) {
+        if let Some(ev) = decode(raw, decoder) {
+            out.push(ev);
+        }
+    }
 }
 
 fn attach(
