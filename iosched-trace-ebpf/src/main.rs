@@ -16,12 +16,12 @@ use aya_ebpf::{
             bpf_get_smp_processor_id, bpf_ktime_get_ns,
         },
     },
-    macros::{btf_tracepoint, map},
+    macros::{btf_tracepoint, map, raw_tracepoint},
     maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
-    programs::BtfTracePointContext,
+    programs::{BtfTracePointContext, RawTracePointContext},
 };
 use iosched_trace_common::{
-    Config, NO_OFFSET, Offsets, RawEvent, SPAN,
+    BATCH_EVENTS, Config, NO_OFFSET, Offsets, RawBatch, RawEvent, SPAN, batch_record_len,
     kind::{self, *},
     stat,
 };
@@ -76,10 +76,58 @@ static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
 #[map(name = "DEVICES")]
 static DEVICES: HashMap<u32, u8> = HashMap::with_max_entries(256, 0);
 
+/// Where each CPU gathers its events before sending them as one [`RawBatch`] record.
+#[map(name = "STAGING")]
+static STAGING: PerCpuArray<Staging> = PerCpuArray::with_max_entries(1, 0);
+
+/// A CPU's staging area. Its task fields cache the current task's comm and cgroup for the
+/// events of one batch: consecutive events on a CPU mostly come from the same task, and
+/// reading comm and cgroup per event costs more than the rest of an event together.
+#[repr(C)]
+struct Staging {
+    /// Set while a program fills this area. Programs on one CPU nest only by interruption
+    /// (tracepoint callbacks run with preemption disabled), so a plain flag is enough: an
+    /// interrupting program that finds it set sends its event directly instead.
+    busy: u64,
+    /// `bpf_ktime_get_ns()` of the first staged event: a batch older than
+    /// [`MAX_STAGED_NS`] is sent at the next event even if it is not full.
+    first_ts: u64,
+    /// pid_tgid whose comm and cgroup are cached below; `u64::MAX`: none (reset per batch,
+    /// so a changed comm or cgroup shows within one batch).
+    task: u64,
+    task_cgroup: u64,
+    task_comm: [u8; 16],
+    batch: RawBatch,
+}
+
+/// Age at which a partly filled batch is sent by the next event on its CPU. Userspace also
+/// flushes every CPU about every 20 ms (`flush_staged`), which bounds the delay when a CPU
+/// goes quiet.
+const MAX_STAGED_NS: u64 = 10_000_000;
+
 /// `struct request_queue *` or `struct block_device *` -> `dev_t | traced << 32`. Resolving a
 /// device takes three dependent reads; with the cache an event pays one lookup.
 #[map(name = "DEVCACHE")]
 static DEVCACHE: LruHashMap<u64, u64> = LruHashMap::with_max_entries(4096, 0);
+
+/// The last device resolved on each CPU: consecutive events mostly concern one device, and a
+/// hit here costs two loads instead of a hash-map lookup. See [`traced_dev`].
+#[map(name = "DEVLAST")]
+static DEVLAST: PerCpuArray<DevLast> = PerCpuArray::with_max_entries(1, 0);
+
+/// Written `key = 0, val, check = k, key = k`, so an interrupted write leaves `key == 0` (a
+/// miss) and a reader accepts `val` only if `key` and `check` both equal its key. A wrong
+/// pair needs two programs interrupting the reader between two loads, one of them for
+/// another device: far less likely than any other way an event can go missing. (The key is
+/// a pointer to the verifier, so it cannot be hashed into `val` instead.)
+#[repr(C)]
+struct DevLast {
+    /// The DEVCACHE key; 0: none.
+    key: u64,
+    /// DEVCACHE's value for `key`.
+    val: u64,
+    check: u64,
+}
 
 /// The longest bio chain walked at issue (each step is verified separately, so this bounds
 /// the program's verification cost). Longer chains are counted in `stat::CHAIN_TRUNCATED`,
@@ -96,9 +144,16 @@ macro_rules! config {
 
 #[inline(always)]
 fn count(index: u32) {
+    add(index, 1);
+}
+
+#[inline(always)]
+fn add(index: u32, n: u64) {
     if let Some(counter) = STATS.get_ptr_mut(index) {
-        // SAFETY: per-CPU slot, this program is the only writer on this CPU while it runs.
-        unsafe { *counter += 1 };
+        // SAFETY: per-CPU slot, written only by programs on this CPU. (core has no atomic
+        // add for the BPF target; a program interrupting this one between load and store could
+        // lose its count, a window of a few instructions.)
+        unsafe { *counter += n };
     }
 }
 
@@ -126,8 +181,34 @@ fn traced_dev(key: u64, disk_off: u32, errors: &mut u32) -> Option<u32> {
     if key == 0 {
         return None;
     }
+    let last = DEVLAST.get_ptr_mut(0);
+    if let Some(last) = last {
+        // SAFETY: per-CPU map value; see DevLast for how torn pairs are told apart.
+        let (k, v, c) = unsafe {
+            (
+                core::ptr::read_volatile(&(*last).key),
+                core::ptr::read_volatile(&(*last).val),
+                core::ptr::read_volatile(&(*last).check),
+            )
+        };
+        if k == key && c == key {
+            return (v >> 32 != 0).then_some(v as u32);
+        }
+    }
+    let remember = |cached: u64| {
+        if let Some(last) = last {
+            // SAFETY: per-CPU map value; the write order is DevLast's protocol.
+            unsafe {
+                core::ptr::write_volatile(&mut (*last).key, 0);
+                core::ptr::write_volatile(&mut (*last).val, cached);
+                core::ptr::write_volatile(&mut (*last).check, key);
+                core::ptr::write_volatile(&mut (*last).key, key);
+            }
+        }
+    };
     // SAFETY: the value is a plain u64 copied out immediately.
     if let Some(&cached) = unsafe { DEVCACHE.get(key) } {
+        remember(cached);
         return (cached >> 32 != 0).then_some(cached as u32);
     }
     let disk: u64 = read(key, disk_off, errors)?;
@@ -136,7 +217,9 @@ fn traced_dev(key: u64, disk_off: u32, errors: &mut u32) -> Option<u32> {
     let dev = ((major as u32) << 20) | (minor as u32 & 0xf_ffff);
     // SAFETY: the value is not kept.
     let traced = config!(filter_devices) == 0 || unsafe { DEVICES.get(dev) }.is_some();
-    let _ = DEVCACHE.insert(key, (dev as u64) | ((traced as u64) << 32), 0);
+    let cached = (dev as u64) | ((traced as u64) << 32);
+    let _ = DEVCACHE.insert(key, cached, 0);
+    remember(cached);
     traced.then_some(dev)
 }
 
@@ -202,54 +285,186 @@ fn bio_cgroup_id(blkg: u64, errors: &mut u32) -> u64 {
     id.unwrap_or_else(|| unsafe { bpf_get_current_cgroup_id() })
 }
 
-/// Reserves, fills and submits one event; the caller fills the kind-specific fields through
-/// `fill`. Submission wakes the reader only once enough data waits in the ring.
+/// The cgroup of events that are not charged to one (plug, unplug, chain links, bio
+/// completions, kyber): 0, as readers expect.
+const NO_CGROUP: Option<u64> = Some(0);
+
+/// Stages one event in this CPU's batch (or, if the staging area is in use by the program
+/// this one interrupted, sends it directly); the caller fills the kind-specific fields through
+/// `fill`. `cgroup`: the event's cgroup if it is not the current task's.
 #[inline(always)]
-fn emit(kind: u16, dev: u32, errors: u32, fill: impl FnOnce(&mut RawEvent)) {
+fn emit(kind: u16, dev: u32, errors: u32, cgroup: Option<u64>, fill: impl FnOnce(&mut RawEvent)) {
+    if errors != 0 {
+        count(stat::READ_ERRORS);
+    }
+    let Some(st) = STAGING.get_ptr_mut(0) else {
+        emit_direct(kind, dev, cgroup, fill);
+        return;
+    };
+    // SAFETY: per-CPU map value; the busy flag (see Staging) gives this program exclusive use
+    // of it until the flag is cleared.
+    unsafe {
+        if core::ptr::read_volatile(&(*st).busy) != 0 {
+            emit_direct(kind, dev, cgroup, fill);
+            return;
+        }
+        core::ptr::write_volatile(&mut (*st).busy, 1);
+        let n = (*st).batch.count as usize;
+        if n >= BATCH_EVENTS {
+            // Impossible (a full batch is sent at once); keeps the index provably in bounds.
+            (*st).batch.count = 0;
+            core::ptr::write_volatile(&mut (*st).busy, 0);
+            return;
+        }
+        let ts = bpf_ktime_get_ns();
+        if n == 0 {
+            (*st).first_ts = ts;
+        }
+        let pid_tgid = bpf_get_current_pid_tgid();
+        if (*st).task != pid_tgid {
+            if bpf_get_current_comm_raw((&raw mut (*st).task_comm).cast(), 16) != 0 {
+                core::ptr::write_volatile(&raw mut (*st).task_comm, [0; 16]);
+            }
+            (*st).task_cgroup = bpf_get_current_cgroup_id();
+            (*st).task = pid_tgid;
+        }
+        let ev = (&raw mut (*st).batch.events).cast::<RawEvent>().add(n);
+        fill_common(ev, ts, kind, dev, pid_tgid);
+        (*ev).comm = (*st).task_comm;
+        (*ev).cgroup_id = match cgroup {
+            Some(id) => id,
+            None => (*st).task_cgroup,
+        };
+        fill(&mut *ev);
+        (*st).batch.count = n as u32 + 1;
+        if n + 1 == BATCH_EVENTS || ts.wrapping_sub((*st).first_ts) > MAX_STAGED_NS {
+            send_batch(st);
+        }
+        core::ptr::write_volatile(&mut (*st).busy, 0);
+    }
+}
+
+/// Sends the staged batch (if any) as one ring-buffer record and empties it. Lost events are
+/// counted per event, like the direct path.
+///
+/// SAFETY: the caller holds `st`'s busy flag.
+#[inline(always)]
+unsafe fn send_batch(st: *mut Staging) {
+    // SAFETY: per the function's contract.
+    unsafe {
+        let n = (*st).batch.count as usize;
+        if n == 0 || n > BATCH_EVENTS {
+            (*st).batch.count = 0;
+            return;
+        }
+        // The whole batch, however full: a length computed from `n` is bounded too loosely
+        // for the verifier, and partly filled batches are rare (a busy CPU fills one in well
+        // under a millisecond). Userspace reads `count` events.
+        let flags = wakeup_flags(batch_record_len(n) as u64);
+        match EVENTS.output::<RawBatch>(&(*st).batch, flags) {
+            Ok(()) => add(stat::SENT, n as u64),
+            Err(_) => add(stat::LOST, n as u64),
+        }
+        (*st).batch.count = 0;
+        // The next batch reads comm and cgroup afresh.
+        (*st).task = u64::MAX;
+    }
+}
+
+/// Wake the reader only once enough data waits in the ring: batching wake-ups is much of
+/// the difference between a naive and a cheap recorder.
+#[inline(always)]
+fn wakeup_flags(adding: u64) -> u64 {
+    let wakeup = config!(wakeup_bytes);
+    if wakeup == 0 {
+        0
+    } else if EVENTS.query(BPF_RB_AVAIL_DATA as u64) + adding >= wakeup {
+        BPF_RB_FORCE_WAKEUP as u64
+    } else {
+        BPF_RB_NO_WAKEUP as u64
+    }
+}
+
+/// The fields every event has (the kind-specific ones zeroed). Volatile stores: LLVM would
+/// merge the zero stores into a `memset`, which becomes a byte-by-byte loop in BPF.
+///
+/// SAFETY: `ev` points at a writable RawEvent.
+#[inline(always)]
+unsafe fn fill_common(ev: *mut RawEvent, ts: u64, kind: u16, dev: u32, pid_tgid: u64) {
+    use core::ptr::write_volatile as set;
+    // SAFETY: per the function's contract.
+    unsafe {
+        set(&raw mut (*ev).ts_ns, ts);
+        set(&raw mut (*ev).rq, 0);
+        set(&raw mut (*ev).bio, 0);
+        set(&raw mut (*ev).sector, 0);
+        set(&raw mut (*ev).aux, 0);
+        set(&raw mut (*ev).pid, pid_tgid as u32);
+        set(&raw mut (*ev).tgid, (pid_tgid >> 32) as u32);
+        set(&raw mut (*ev).dev, dev);
+        set(&raw mut (*ev).bytes, 0);
+        set(&raw mut (*ev).cmd_flags, 0);
+        set(&raw mut (*ev).error, 0);
+        set(&raw mut (*ev).kind, kind);
+        set(&raw mut (*ev).cpu, bpf_get_smp_processor_id() as u16);
+        set(&raw mut (*ev).ioprio, 0);
+        set(&raw mut (*ev)._pad, 0);
+    }
+}
+
+/// Reserves, fills and submits one event on its own: the path of events whose CPU's staging
+/// area is in use by the program they interrupted.
+#[inline(always)]
+fn emit_direct(kind: u16, dev: u32, cgroup: Option<u64>, fill: impl FnOnce(&mut RawEvent)) {
     let Some(mut entry) = EVENTS.reserve::<RawEvent>(0) else {
         count(stat::LOST);
         return;
     };
-    let pid_tgid = bpf_get_current_pid_tgid();
     let ev = entry.as_mut_ptr();
     // SAFETY: `ev` points at a reserved, exclusively owned RawEvent-sized slot; every field is
     // written before submit.
     unsafe {
-        (*ev).ts_ns = bpf_ktime_get_ns();
-        (*ev).rq = 0;
-        (*ev).bio = 0;
-        (*ev).sector = 0;
-        (*ev).cgroup_id = 0;
-        (*ev).aux = 0;
-        (*ev).pid = pid_tgid as u32;
-        (*ev).tgid = (pid_tgid >> 32) as u32;
-        (*ev).dev = dev;
-        (*ev).bytes = 0;
-        (*ev).cmd_flags = 0;
-        (*ev).error = 0;
-        (*ev).kind = kind;
-        (*ev).cpu = bpf_get_smp_processor_id() as u16;
-        (*ev).ioprio = 0;
-        (*ev)._pad = 0;
+        fill_common(
+            ev,
+            bpf_ktime_get_ns(),
+            kind,
+            dev,
+            bpf_get_current_pid_tgid(),
+        );
+        (*ev).cgroup_id = match cgroup {
+            Some(id) => id,
+            None => bpf_get_current_cgroup_id(),
+        };
         // Straight into the ring slot: a copy through the stack costs a byte loop here.
         if bpf_get_current_comm_raw((&raw mut (*ev).comm).cast(), 16) != 0 {
             (*ev).comm = [0; 16];
         }
         fill(&mut *ev);
     }
-    if errors != 0 {
-        count(stat::READ_ERRORS);
-    }
     count(stat::SENT);
-    let wakeup = config!(wakeup_bytes);
-    let flags = if wakeup == 0 {
-        0
-    } else if EVENTS.query(BPF_RB_AVAIL_DATA as u64) >= wakeup {
-        BPF_RB_FORCE_WAKEUP as u64
-    } else {
-        BPF_RB_NO_WAKEUP as u64
+    entry.submit(wakeup_flags(size_of::<RawEvent>() as u64));
+}
+
+/// Run by userspace on each CPU (`BPF_PROG_TEST_RUN` with `BPF_F_TEST_RUN_ON_CPU`, in an IPI
+/// when the CPU is another one): sends what that CPU has staged, so a CPU that goes quiet
+/// does not hold its last events back, and nothing stays staged after the tracepoints are
+/// detached. Never attached.
+#[raw_tracepoint(tracepoint = "block_rq_issue")]
+pub fn flush_staged(_ctx: RawTracePointContext) -> i32 {
+    let Some(st) = STAGING.get_ptr_mut(0) else {
+        return 0;
     };
-    entry.submit(flags);
+    // SAFETY: as in `emit`: the busy flag gives exclusive use; if it is set, the program we
+    // interrupted sends the batch itself when it is full or old.
+    unsafe {
+        if core::ptr::read_volatile(&(*st).busy) != 0 {
+            return 1;
+        }
+        core::ptr::write_volatile(&mut (*st).busy, 1);
+        send_batch(st);
+        core::ptr::write_volatile(&mut (*st).busy, 0);
+    }
+    0
 }
 
 fn is_self() -> bool {
@@ -271,19 +486,17 @@ fn bio_event(bio: u64, kind: u16, aux: u64) {
         return;
     };
     // Only Q needs the charged cgroup: G/M/F/X of the same bio follow it closely.
-    let cgroup_id = if kind == BIO_QUEUE && config!(bio_cgroup) != 0 {
-        bio_cgroup_id(span.get(config!(off.bio_blkg)), &mut errors)
+    let cgroup = if kind == BIO_QUEUE && config!(bio_cgroup) != 0 {
+        Some(bio_cgroup_id(span.get(config!(off.bio_blkg)), &mut errors))
     } else {
-        // SAFETY: helper without arguments.
-        unsafe { bpf_get_current_cgroup_id() }
+        None
     };
-    emit(kind, dev, errors, |ev| {
+    emit(kind, dev, errors, cgroup, |ev| {
         ev.bio = bio;
         ev.sector = span.get(config!(off.bio_sector));
         ev.bytes = span.get(config!(off.bio_size));
         ev.cmd_flags = span.get(config!(off.bio_opf));
         ev.ioprio = span.get(config!(off.bio_ioprio));
-        ev.cgroup_id = cgroup_id;
         ev.aux = aux;
     });
 }
@@ -302,15 +515,13 @@ fn rq_event(rq: u64, kind: u16, error: i32, aux: u64) -> Option<(u64, u32)> {
     // its first bio's, known from that bio's Q event; one more read per event would cost
     // more than it tells.
     let ioprio: u16 = span.get(config!(off.rq_ioprio));
-    emit(kind, dev, errors, |ev| {
+    emit(kind, dev, errors, None, |ev| {
         ev.rq = rq;
         ev.bio = bio;
         ev.sector = span.get(config!(off.rq_sector));
         ev.bytes = span.get(config!(off.rq_data_len));
         ev.cmd_flags = span.get(config!(off.rq_cmd_flags));
         ev.ioprio = ioprio;
-        // SAFETY: helper without arguments.
-        ev.cgroup_id = unsafe { bpf_get_current_cgroup_id() };
         ev.error = error;
         ev.aux = aux;
     });
@@ -382,7 +593,7 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
     let mut bio: u64 = read(first, next_off, &mut errors).unwrap_or(0);
     let mut pos: u32 = 1;
     while bio != 0 && pos < MAX_CHAIN {
-        emit(BIO_IN_RQ, dev, 0, |ev| {
+        emit(BIO_IN_RQ, dev, 0, NO_CGROUP, |ev| {
             ev.rq = rq;
             ev.bio = bio;
             ev.aux = pos as u64;
@@ -435,7 +646,7 @@ pub fn block_bio_complete(ctx: BtfTracePointContext) -> i32 {
     let Some(dev) = bio_dev(&span, &mut errors) else {
         return 0;
     };
-    emit(BIO_COMPLETE, dev, errors, |ev| {
+    emit(BIO_COMPLETE, dev, errors, NO_CGROUP, |ev| {
         ev.bio = bio;
         ev.sector = span.get(config!(off.bio_sector));
         ev.bytes = span.get(config!(off.bio_size));
@@ -452,7 +663,7 @@ pub fn block_plug(ctx: BtfTracePointContext) -> i32 {
     }
     let mut errors = 0;
     if let Some(dev) = traced_dev(ctx.arg(0), config!(off.q_disk), &mut errors) {
-        emit(PLUG, dev, errors, |_| {});
+        emit(PLUG, dev, errors, NO_CGROUP, |_| {});
     }
     0
 }
@@ -466,7 +677,7 @@ pub fn block_unplug(ctx: BtfTracePointContext) -> i32 {
     let explicit = (ctx.arg::<u64>(2) & 0xff != 0) as i32;
     let mut errors = 0;
     if let Some(dev) = traced_dev(ctx.arg(0), config!(off.q_disk), &mut errors) {
-        emit(UNPLUG, dev, errors, |ev| {
+        emit(UNPLUG, dev, errors, NO_CGROUP, |ev| {
             ev.aux = depth;
             ev.error = explicit;
         });
@@ -493,7 +704,7 @@ fn kyber_event(ctx: &BtfTracePointContext, kind: u16, depth: u32) {
     {
         errors += 1;
     }
-    emit(kind, dev, errors, |ev| {
+    emit(kind, dev, errors, NO_CGROUP, |ev| {
         ev.aux = u64::from_le_bytes(name);
         ev.bytes = depth;
     });

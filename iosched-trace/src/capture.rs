@@ -4,14 +4,20 @@
 //! the decoding of raw kernel records, and the kernel's loss counters.
 //! Must not: write files or decide what a recording contains.
 
-use std::{collections::BTreeSet, time::Duration};
+use std::{
+    collections::BTreeSet,
+    os::fd::{AsFd, AsRawFd},
+    time::{Duration, Instant},
+};
 
 use aya::{
     Btf, Ebpf, EbpfLoader, VerifierLogLevel,
     maps::{HashMap, MapData, PerCpuArray, RingBuf},
-    programs::{BtfTracePoint, ProgramError},
+    programs::{BtfTracePoint, ProgramError, ProgramFd, RawTracePoint},
 };
-use iosched_trace_common::{Config, MAP_DEVICES, MAP_EVENTS, MAP_STATS, RawEvent, stat};
+use iosched_trace_common::{
+    BATCH_HEADER_LEN, Config, MAP_DEVICES, MAP_EVENTS, MAP_STATS, PROG_FLUSH, RawEvent, stat,
+};
 use tokio::io::{Interest, unix::AsyncFd};
 
 use crate::{
@@ -55,7 +61,18 @@ pub enum CaptureError {
     Map(&'static str, String),
     #[error("ring buffer: {0}")]
     Ring(#[source] std::io::Error),
+    #[error("cannot flush the events staged on CPU {cpu}")]
+    Flush {
+        cpu: u32,
+        #[source]
+        source: std::io::Error,
+    },
 }
+
+/// How often every CPU's staged events are pushed to the ring buffer: the longest a quiet
+/// CPU holds events back (a busy one fills its batch within a millisecond). Well under the
+/// 100 ms reordering window of `record::TimeOrdered`.
+const FLUSH_EVERY: Duration = Duration::from_millis(20);
 
 /// A program and the tracepoint it hangs on (named alike).
 struct ProgramSpec {
@@ -181,6 +198,11 @@ pub struct Capture {
     ring: AsyncFd<RingBuf<MapData>>,
     stats: PerCpuArray<MapData, u64>,
     decoder: FlagDecoder,
+    /// `flush_staged`, kept apart from `ebpf` so it can still run after the tracepoints
+    /// are detached.
+    flush: ProgramFd,
+    cpus: Vec<u32>,
+    last_flush: Instant,
     /// Programs attached, and optional ones left out with the reason.
     pub attached: Vec<&'static str>,
     pub skipped: Vec<(&'static str, String)>,
@@ -230,6 +252,11 @@ impl Capture {
             }
         }
 
+        let flush = load_flush(&mut ebpf, options.verbose)?;
+        let cpus = aya::util::online_cpus().map_err(|(path, e)| {
+            CaptureError::Layout(format!("cannot read the online CPUs from {path}: {e}"))
+        })?;
+
         let any_bio_based = options.disks.iter().any(|d| !d.request_based);
         let mut attached = Vec::new();
         let mut skipped = Vec::new();
@@ -275,6 +302,9 @@ impl Capture {
             ring,
             stats,
             decoder: layout.flags.clone(),
+            flush,
+            cpus,
+            last_flush: Instant::now(),
             attached,
             skipped,
         })
@@ -282,17 +312,38 @@ impl Capture {
 
     /// Waits until the kernel signals data (or `timeout` passes: with batched wake-ups the
     /// last few events of a quiet period sit below the wake-up threshold), then drains every
-    /// complete record into `out`.
+    /// complete record into `out`. Events staged on the CPUs are flushed at least every
+    /// [`FLUSH_EVERY`].
     pub async fn next_batch(
         &mut self,
         out: &mut Vec<Event>,
         timeout: Duration,
     ) -> Result<(), CaptureError> {
-        if let Ok(guard) = tokio::time::timeout(timeout, self.ring.readable_mut()).await {
+        let until_flush = FLUSH_EVERY.saturating_sub(self.last_flush.elapsed());
+        if let Ok(guard) =
+            tokio::time::timeout(timeout.min(until_flush), self.ring.readable_mut()).await
+        {
             let mut guard = guard.map_err(CaptureError::Ring)?;
             guard.clear_ready();
         }
+        if self.last_flush.elapsed() >= FLUSH_EVERY {
+            self.flush_staged()?;
+        }
         self.drain(out);
+        Ok(())
+    }
+
+    /// Has every CPU send the events it has staged to the ring buffer.
+    pub fn flush_staged(&mut self) -> Result<(), CaptureError> {
+        self.last_flush = Instant::now();
+        for &cpu in &self.cpus {
+            match run_on_cpu(&self.flush, cpu) {
+                Ok(()) => {}
+                // Gone offline since we started: whatever it staged is out of reach.
+                Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {}
+                Err(source) => return Err(CaptureError::Flush { cpu, source }),
+            }
+        }
         Ok(())
     }
 
@@ -301,9 +352,7 @@ impl Capture {
         let decoder = &self.decoder;
         let ring = self.ring.get_mut();
         while let Some(item) = ring.next() {
-            if let Some(ev) = decode(&item, decoder) {
-                out.push(ev);
-            }
+            decode_record(&item, decoder, out);
         }
     }
 
@@ -323,10 +372,106 @@ impl Capture {
         })
     }
 
-    /// Detaches every program; the ring buffer stays readable so the last events can be
-    /// drained.
-    pub fn detach(&mut self) {
+    /// Detaches every program and flushes what the CPUs staged; the ring buffer stays
+    /// readable so the last events can be drained.
+    pub fn detach(&mut self) -> Result<(), CaptureError> {
         self.ebpf = None;
+        self.flush_staged()
+    }
+}
+
+fn load_flush(ebpf: &mut Ebpf, verbose: bool) -> Result<ProgramFd, CaptureError> {
+    let program: &mut RawTracePoint = ebpf
+        .program_mut(PROG_FLUSH)
+        .ok_or_else(|| CaptureError::Load {
+            program: PROG_FLUSH,
+            reason: "not in the eBPF object".into(),
+            log: String::new(),
+        })?
+        .try_into()
+        .map_err(|e: ProgramError| CaptureError::Load {
+            program: PROG_FLUSH,
+            reason: e.to_string(),
+            log: String::new(),
+        })?;
+    program
+        .load()
+        .map_err(|e| load_error(PROG_FLUSH, e, verbose))?;
+    let fd = program
+        .fd()
+        .map_err(|e| load_error(PROG_FLUSH, e, verbose))?;
+    fd.try_clone().map_err(CaptureError::Ring)
+}
+
+/// Runs a raw tracepoint program once on `cpu` (`BPF_PROG_TEST_RUN` with
+/// `BPF_F_TEST_RUN_ON_CPU`; the kernel runs it in an IPI there). aya 0.14 has no wrapper.
+fn run_on_cpu(program: &ProgramFd, cpu: u32) -> std::io::Result<()> {
+    const BPF_PROG_TEST_RUN: libc::c_long = 10;
+    const BPF_F_TEST_RUN_ON_CPU: u32 = 1 << 0;
+    /// The `test` member of `union bpf_attr` (include/uapi/linux/bpf.h); unused fields 0.
+    #[repr(C)]
+    #[derive(Default)]
+    struct TestRunAttr {
+        prog_fd: u32,
+        retval: u32,
+        data_size_in: u32,
+        data_size_out: u32,
+        data_in: u64,
+        data_out: u64,
+        repeat: u32,
+        duration: u32,
+        ctx_size_in: u32,
+        ctx_size_out: u32,
+        ctx_in: u64,
+        ctx_out: u64,
+        flags: u32,
+        cpu: u32,
+        batch_size: u32,
+        _pad: u32,
+    }
+    let mut attr = TestRunAttr {
+        prog_fd: program.as_fd().as_raw_fd() as u32,
+        flags: BPF_F_TEST_RUN_ON_CPU,
+        cpu,
+        ..Default::default()
+    };
+    // SAFETY: `attr` is a valid, fully initialised bpf_attr prefix of the size passed; the
+    // kernel reads it and writes `retval` only.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_PROG_TEST_RUN,
+            &raw mut attr,
+            size_of::<TestRunAttr>() as libc::c_uint,
+        )
+    };
+    if ret < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Decodes one ring-buffer record: a single event, or a batch of one CPU's events (see
+/// `iosched_trace_common::RawBatch`). Malformed records (impossible unless the object and this
+/// binary disagree) yield nothing.
+fn decode_record(bytes: &[u8], decoder: &FlagDecoder, out: &mut Vec<Event>) {
+    const EVENT: usize = size_of::<RawEvent>();
+    if bytes.len() == EVENT {
+        out.extend(decode(bytes, decoder));
+        return;
+    }
+    let Some(count) = bytes.get(..4) else {
+        return;
+    };
+    let count = u32::from_le_bytes(count.try_into().expect("4 bytes")) as usize;
+    let Some(events) = bytes.get(BATCH_HEADER_LEN..BATCH_HEADER_LEN + count * EVENT) else {
+        return;
+    };
+    out.reserve(count);
+    for raw in events.chunks_exact(EVENT) {
+        if let Some(ev) = decode(raw, decoder) {
+            out.push(ev);
+        }
     }
 }
 
