@@ -249,7 +249,7 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-fn free_bytes(path: &Path) -> anyhow::Result<u64> {
+pub fn free_bytes(path: &Path) -> anyhow::Result<u64> {
     let c_path = CString::new(path.as_os_str().as_bytes()).context("path contains NUL")?;
     // SAFETY: statvfs is plain data, so all-zero is a valid value; statvfs writes into it and
     // reads only the NUL-terminated path, which outlives the call.
@@ -267,7 +267,7 @@ fn free_bytes(path: &Path) -> anyhow::Result<u64> {
     Ok(free)
 }
 
-fn mib(bytes: u64) -> String {
+pub fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / f64::from(1 << 20))
 }
 

@@ -5,6 +5,7 @@
 //! cleans up after itself.
 
 mod bench;
+mod bench_analyze;
 mod cmd;
 mod demo;
 mod disk;
@@ -53,6 +54,10 @@ enum BenchCommand {
     /// Exits non-zero when the target (recording/baseline IOPS >= 0.78, no lost events) is
     /// missed.
     Capture(bench::CaptureArgs),
+    /// `iosched-trace report` on a synthetic 50M-event trace: events/s and peak RSS.
+    ///
+    /// Exits non-zero when the target (>= 10M events/s on one core, RSS < 200 MiB) is missed.
+    Analyze(bench_analyze::AnalyzeArgs),
 }
 
 /// How demo and bench get the `iosched-trace` binary.
@@ -94,6 +99,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Test => test::run().map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Bench(BenchCommand::Capture(args)) => bench::capture(&args),
+        Command::Bench(BenchCommand::Analyze(args)) => bench_analyze::analyze(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
     }
 }
