@@ -80,7 +80,7 @@ fn not_root_is_told_what_is_missing() {
 }
 
 #[test]
-fn dump_refuses_foreign_and_broken_files() {
+fn dump_and_report_refuse_foreign_and_broken_files() {
     let dir = ScratchDir::new("foreign").unwrap();
     let cases: [(&str, &[u8], &str); 4] = [
         ("empty", b"", "empty"),
@@ -97,22 +97,29 @@ fn dump_refuses_foreign_and_broken_files() {
         ),
         ("cut", b"\x89IOSCHD\n\x01\x00", "ends inside its header"),
     ];
-    for (name, bytes, wanted) in cases {
-        let path = dir.path().join(name);
-        fs::write(&path, bytes).unwrap();
-        let result = run_cli(Command::new(binary()).arg("dump").arg(&path));
-        let (ok, lines) = &result;
-        assert!(!ok, "{name}: dump succeeded on a {name} file");
-        assert_eq!(lines.len(), 1, "{name}: {lines:?}");
-        assert!(
-            lines[0].to_lowercase().contains(wanted),
-            "{name}: {:?} does not say {wanted:?}",
-            lines[0]
+    for command in ["dump", "report"] {
+        for (name, bytes, wanted) in cases {
+            let path = dir.path().join(name);
+            fs::write(&path, bytes).unwrap();
+            let result = run_cli(Command::new(binary()).arg(command).arg(&path));
+            let (ok, lines) = &result;
+            assert!(!ok, "{command} {name}: succeeded on a {name} file");
+            assert_eq!(lines.len(), 1, "{command} {name}: {lines:?}");
+            assert!(
+                lines[0].to_lowercase().contains(wanted),
+                "{command} {name}: {:?} does not say {wanted:?}",
+                lines[0]
+            );
+        }
+        assert_one_line_error(
+            run_cli(Command::new(binary()).args([command, "/nonexistent/trace.istrace"])),
+            "/nonexistent/trace.istrace",
         );
     }
+    // Bad windows are refused before the file is opened.
     assert_one_line_error(
-        run_cli(Command::new(binary()).args(["dump", "/nonexistent/trace.istrace"])),
-        "/nonexistent/trace.istrace",
+        run_cli(Command::new(binary()).args(["report", "x", "--from", "5", "--to", "2"])),
+        "--to must be after --from",
     );
 }
 
