@@ -86,6 +86,9 @@ pub struct HddConfig {
     pub read_ahead_kb: u32,
     /// The daemon logs every request (in its log file).
     pub verbose: bool,
+    /// The daemon serves at real-time priority (default): its timing holds on a busy
+    /// machine, but a task it wakes may wait up to ~0.5 ms for the CPU (see daemon.rs).
+    pub realtime: bool,
 }
 
 impl HddConfig {
@@ -98,6 +101,7 @@ impl HddConfig {
             no_delay: false,
             scheduler: None,
             read_ahead_kb: 128,
+            realtime: true,
             verbose: false,
         }
     }
@@ -225,6 +229,9 @@ impl Hdd {
         }
         if config.verbose {
             cmd.arg("--verbose");
+        }
+        if !config.realtime {
+            cmd.arg("--no-realtime");
         }
         let child = cmd.spawn().map_err(io_err(format!(
             "starting {} (build it with `cargo build --release -p iosched-testbed`)",

@@ -4,8 +4,9 @@
 use serde_json::Value;
 
 use iosched_trace_tests::{
-    FtraceBlk, LoopDevice, Recorder, ScratchDir, dd, fio, ftrace_q2c_d2c, real_kernel_available,
-    report_json,
+    FtraceBlk, LoopDevice, Recorder, ScratchDir, dd, fio, ftrace_q2c_d2c,
+    hdd::{self, Hdd},
+    real_kernel_available, report_json,
 };
 
 fn processes<'a>(report: &'a Value, comm: &str) -> Vec<&'a Value> {
@@ -211,4 +212,65 @@ fn nomerges_turns_the_merge_ratio_to_one() {
     assert_eq!(unmerged.0, 1.0, "merge ratio with nomerges=2: {unmerged:?}");
     assert_eq!(unmerged.1, unmerged.2);
     assert_eq!(unmerged.3, 0);
+}
+
+/// On the emulated rotational disk (milliseconds per I/O), the system call and the wake-up
+/// that fio's `lat` adds to our Q2C are a tiny share: the two means agree within 2%.
+#[test]
+fn q2c_matches_fio_latency_on_the_emulated_disk() {
+    if !real_kernel_available("q2c_matches_fio_latency_on_the_emulated_disk") {
+        return;
+    }
+    let mut config = hdd::config("report-lat", 1 << 30);
+    config.scheduler = Some("mq-deadline".into());
+    // A real-time daemon delays fio's wake-up after each completion by ~0.5 ms on this
+    // 2-CPU machine (outside Q2C, inside fio's lat); without it the two agree.
+    config.realtime = false;
+    let disk = Hdd::up(&config).unwrap();
+    let out = ScratchDir::new("report-lat-out").unwrap();
+    // fio's lat also holds the time from each completion until fio runs again, which on a
+    // loaded 2-CPU machine is sometimes a few hundred µs (3% of an I/O here): a busy moment
+    // can only make fio's number larger. The best of three runs is judged; every run must
+    // keep our Q2C below fio's lat.
+    let mut gaps = Vec::new();
+    for attempt in 0..3 {
+        let file = out.path().join(format!("rec{attempt}.istrace"));
+        let mut recorder = Recorder::start(&[disk.name()], &file, &[]).unwrap();
+        let fio_report = fio(
+            out.path(),
+            &[
+                "--name=r",
+                &format!("--filename={}", disk.device().display()),
+                "--direct=1",
+                "--rw=randread",
+                "--bs=4k",
+                "--number_ios=150",
+                "--size=1G",
+                "--ioengine=psync",
+            ],
+        )
+        .unwrap();
+        recorder.stop().unwrap();
+        let job = &fio_report["jobs"][0]["read"];
+        assert_eq!(u(&job["total_ios"]), 150);
+        let report = report_json(&file, &[]).unwrap();
+        let fios = processes(&report, "fio");
+        assert_eq!(fios.len(), 1);
+        assert_eq!(u(&fios[0]["requests"]), 150);
+        let ours = f(&fios[0]["latency"]["q2c"]["mean_ns"]);
+        let theirs = f(&job["lat_ns"]["mean"]);
+        eprintln!("run {attempt}: Q2C mean {ours:.0} ns, fio lat mean {theirs:.0} ns");
+        assert!(ours < theirs, "Q2C {ours} must be below fio's lat {theirs}");
+        // Random 4 KiB reads on a 7200 rpm model: milliseconds each, not microseconds.
+        assert!(ours > 2e6, "{ours}");
+        gaps.push((theirs - ours) / theirs);
+        if gaps[attempt] < 0.02 {
+            break;
+        }
+    }
+    assert!(
+        gaps.iter().any(|g| *g < 0.02),
+        "Q2C and fio's lat more than 2% apart in every run: {gaps:?}"
+    );
+    drop(disk);
 }

@@ -31,6 +31,9 @@ struct Cli {
     /// Log every read and write with its service time on stderr.
     #[arg(long)]
     verbose: bool,
+    /// Do not ask for real-time (SCHED_FIFO) priority.
+    #[arg(long)]
+    no_realtime: bool,
 }
 
 fn main() -> ExitCode {
@@ -54,6 +57,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         size: cli.size,
         model,
         verbose: cli.verbose,
+        realtime: !cli.no_realtime,
     };
     let stats = daemon::run(&config)?;
     eprintln!(
