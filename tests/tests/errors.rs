@@ -6,7 +6,7 @@ use std::{fs, process::Command};
 
 use iosched_trace::event::EventKind;
 use iosched_trace_tests::{
-    Recorder, ScratchDir, binary, dd, read_recording, real_kernel_available,
+    LoopDevice, Recorder, ScratchDir, binary, dd, read_recording, real_kernel_available,
 };
 
 /// Runs the binary and returns (exit success, stderr lines).
@@ -32,6 +32,32 @@ fn assert_one_line_error(result: (bool, Vec<String>), wanted: &str) {
         "{:?} does not mention {wanted:?}",
         lines[0]
     );
+}
+
+/// A kernel without BTF: run in a private mount namespace where /sys/kernel/btf is an empty
+/// tmpfs (the host's mounts are untouched), so the real check meets a real missing file.
+#[test]
+fn no_btf_is_one_line() {
+    if !real_kernel_available("no_btf_is_one_line") {
+        return;
+    }
+    let disk = LoopDevice::new("no-btf", 16, "none").unwrap();
+    let out = ScratchDir::new("no-btf-out").unwrap();
+    let script = format!(
+        "mount -t tmpfs none /sys/kernel/btf && exec {} record -d {} -o {} --duration 1",
+        binary().display(),
+        disk.name,
+        out.path().join("x.istrace").display()
+    );
+    assert_one_line_error(
+        run_cli(
+            Command::new("unshare")
+                .args(["-m", "--propagation", "private", "sh", "-c"])
+                .arg(&script),
+        ),
+        "no BTF at /sys/kernel/btf/vmlinux",
+    );
+    assert!(!out.path().join("x.istrace").exists(), "no file is written");
 }
 
 #[test]
