@@ -38,8 +38,10 @@ pub enum CaptureError {
     NoObject,
     #[error("cannot read the kernel BTF: {0}")]
     Btf(#[source] aya::BtfError),
+    // The cause chain is flattened into the message (see `object_error`): aya's errors repeat
+    // their sources in their own text, so `{:#}` would print each level three times.
     #[error("cannot prepare the eBPF object: {0}")]
-    Object(#[source] aya::EbpfError),
+    Object(String),
     #[error(
         "the kernel refused to load program {program} (BPF program type tracing, attach type tp_btf): {reason}{log}"
     )]
@@ -236,7 +238,7 @@ impl Capture {
         if options.verbose {
             loader.verifier_log_level(VerifierLogLevel::VERBOSE | VerifierLogLevel::STATS);
         }
-        let mut ebpf = loader.load(EBPF_OBJECT).map_err(CaptureError::Object)?;
+        let mut ebpf = loader.load(EBPF_OBJECT).map_err(|e| object_error(&e))?;
 
         // The device filter must be in place before the first program attaches.
         {
@@ -502,6 +504,39 @@ fn attach(
         source,
     })?;
     Ok(())
+}
+
+/// One line for a failed object load: each level of the cause chain once (its own text
+/// without its source's), and what to do when the kernel said "not permitted".
+fn object_error(error: &aya::EbpfError) -> CaptureError {
+    let mut parts: Vec<String> = Vec::new();
+    let mut eperm = false;
+    let mut level: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = level {
+        let text = e.to_string();
+        let own = match e.source() {
+            Some(src) => text
+                .strip_suffix(&src.to_string())
+                .map(|t| t.trim_end_matches([':', ' ']).to_string())
+                .unwrap_or(text),
+            None => text,
+        };
+        if !own.is_empty() && !parts.iter().any(|p| p.contains(&own)) {
+            parts.push(own);
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            eperm |= io.raw_os_error() == Some(libc::EPERM);
+        }
+        level = e.source();
+    }
+    let mut msg = parts.join(": ");
+    if eperm {
+        msg.push_str(
+            " (the kernel refused BPF: run as root in the host's initial user namespace; \
+             containers, user namespaces and kernel lockdown can forbid it)",
+        );
+    }
+    CaptureError::Object(msg)
 }
 
 fn load_error(program: &'static str, error: ProgramError, verbose: bool) -> CaptureError {

@@ -60,6 +60,30 @@ fn no_btf_is_one_line() {
     assert!(!out.path().join("x.istrace").exists(), "no file is written");
 }
 
+/// A kernel that refuses BPF to the caller: in a new user namespace the recorder holds every
+/// capability, but only within the namespace, and the kernel refuses its maps and programs.
+/// One line naming what was refused and what to do.
+#[test]
+fn refused_bpf_is_one_line() {
+    if !real_kernel_available("refused_bpf_is_one_line") {
+        return;
+    }
+    let disk = LoopDevice::new("refused", 16, "none").unwrap();
+    let out = ScratchDir::new("refused-out").unwrap();
+    let file = out.path().join("x.istrace");
+    assert_one_line_error(
+        run_cli(
+            Command::new("unshare")
+                .arg("-Ur")
+                .arg(binary())
+                .args(["record", "-d", &disk.name, "-o"])
+                .arg(&file)
+                .args(["--duration", "1"]),
+        ),
+        "the kernel refused BPF",
+    );
+}
+
 #[test]
 fn no_such_device() {
     if !real_kernel_available("no_such_device") {
