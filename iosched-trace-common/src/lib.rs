@@ -203,6 +203,30 @@ pub const fn batch_record_len(count: usize) -> usize {
 /// `count` and padding before the events of a [`RawBatch`].
 pub const BATCH_HEADER_LEN: usize = 8;
 
+/// A CPU's staging area. Its task fields cache the current task's comm and cgroup for the
+/// events of one batch: consecutive events on a CPU mostly come from the same task, and
+/// reading comm and cgroup per event costs more than the rest of an event together.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Staging {
+    /// Set while a program fills this area. Programs on one CPU nest only by interruption
+    /// (tracepoint callbacks run with preemption disabled), so a plain flag is enough: an
+    /// interrupting program that finds it set sends its event directly instead.
+    pub busy: u64,
+    /// `bpf_ktime_get_ns()` of the first staged event: a batch older than
+    /// `MAX_STAGED_NS` (eBPF side) is sent at the next event even if it is not full.
+    pub first_ts: u64,
+    /// pid_tgid whose comm and cgroup are cached below; `u64::MAX`: none (reset per batch,
+    /// so a changed comm or cgroup shows within one batch).
+    pub task: u64,
+    pub task_cgroup: u64,
+    pub task_comm: [u8; 16],
+    pub batch: RawBatch,
+}
+
+/// The per-CPU array holding each CPU's [`Staging`] (one entry).
+pub const MAP_STAGING: &str = "STAGING";
+
 const _: () = assert!(core::mem::size_of::<RawEvent>() == 96);
 const _: () = assert!(core::mem::offset_of!(RawBatch, events) == BATCH_HEADER_LEN);
 // A batch record of one event must not look like a single-event record.
@@ -214,4 +238,6 @@ const _: () = assert!(core::mem::size_of::<Config>() == 120);
 mod user {
     // SAFETY: plain-old-data, `#[repr(C)]`, every bit pattern valid, explicit padding.
     unsafe impl aya::Pod for super::Config {}
+    // SAFETY: as above: integers and byte arrays only, `#[repr(C)]`, explicit padding.
+    unsafe impl aya::Pod for super::Staging {}
 }

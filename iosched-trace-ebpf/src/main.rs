@@ -21,7 +21,7 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, RawTracePointContext},
 };
 use iosched_trace_common::{
-    BATCH_EVENTS, Config, NO_OFFSET, Offsets, RawBatch, RawEvent, SPAN, batch_record_len,
+    BATCH_EVENTS, Config, NO_OFFSET, Offsets, RawBatch, RawEvent, SPAN, Staging, batch_record_len,
     kind::{self, *},
     stat,
 };
@@ -79,26 +79,6 @@ static DEVICES: HashMap<u32, u8> = HashMap::with_max_entries(256, 0);
 /// Where each CPU gathers its events before sending them as one [`RawBatch`] record.
 #[map(name = "STAGING")]
 static STAGING: PerCpuArray<Staging> = PerCpuArray::with_max_entries(1, 0);
-
-/// A CPU's staging area. Its task fields cache the current task's comm and cgroup for the
-/// events of one batch: consecutive events on a CPU mostly come from the same task, and
-/// reading comm and cgroup per event costs more than the rest of an event together.
-#[repr(C)]
-struct Staging {
-    /// Set while a program fills this area. Programs on one CPU nest only by interruption
-    /// (tracepoint callbacks run with preemption disabled), so a plain flag is enough: an
-    /// interrupting program that finds it set sends its event directly instead.
-    busy: u64,
-    /// `bpf_ktime_get_ns()` of the first staged event: a batch older than
-    /// [`MAX_STAGED_NS`] is sent at the next event even if it is not full.
-    first_ts: u64,
-    /// pid_tgid whose comm and cgroup are cached below; `u64::MAX`: none (reset per batch,
-    /// so a changed comm or cgroup shows within one batch).
-    task: u64,
-    task_cgroup: u64,
-    task_comm: [u8; 16],
-    batch: RawBatch,
-}
 
 /// Age at which a partly filled batch is sent by the next event on its CPU. Userspace also
 /// flushes every CPU about every 20 ms (`flush_staged`), which bounds the delay when a CPU

@@ -16,7 +16,8 @@ use aya::{
     programs::{BtfTracePoint, ProgramError, ProgramFd, RawTracePoint},
 };
 use iosched_trace_common::{
-    BATCH_HEADER_LEN, Config, MAP_DEVICES, MAP_EVENTS, MAP_STATS, PROG_FLUSH, RawEvent, stat,
+    BATCH_HEADER_LEN, Config, MAP_DEVICES, MAP_EVENTS, MAP_STAGING, MAP_STATS, PROG_FLUSH,
+    RawEvent, Staging, stat,
 };
 use tokio::io::{Interest, unix::AsyncFd};
 
@@ -199,6 +200,8 @@ pub struct Capture {
     ebpf: Option<Ebpf>,
     ring: AsyncFd<RingBuf<MapData>>,
     stats: PerCpuArray<MapData, u64>,
+    /// Read (never written) to see which CPUs hold staged events worth a flush.
+    staging: PerCpuArray<MapData, Staging>,
     decoder: FlagDecoder,
     /// `flush_staged`, kept apart from `ebpf` so it can still run after the tracepoints
     /// are detached.
@@ -299,10 +302,16 @@ impl Capture {
             .ok_or_else(|| CaptureError::Map(MAP_STATS, "missing from the object".into()))?;
         let stats = PerCpuArray::try_from(stats)
             .map_err(|e| CaptureError::Map(MAP_STATS, e.to_string()))?;
+        let staging = ebpf
+            .take_map(MAP_STAGING)
+            .ok_or_else(|| CaptureError::Map(MAP_STAGING, "missing from the object".into()))?;
+        let staging = PerCpuArray::try_from(staging)
+            .map_err(|e| CaptureError::Map(MAP_STAGING, e.to_string()))?;
         Ok(Self {
             ebpf: Some(ebpf),
             ring,
             stats,
+            staging,
             decoder: layout.flags.clone(),
             flush,
             cpus,
@@ -329,16 +338,32 @@ impl Capture {
             guard.clear_ready();
         }
         if self.last_flush.elapsed() >= FLUSH_EVERY {
-            self.flush_staged()?;
+            self.flush_staged(false)?;
         }
         self.drain(out);
         Ok(())
     }
 
-    /// Has every CPU send the events it has staged to the ring buffer.
-    pub fn flush_staged(&mut self) -> Result<(), CaptureError> {
+    /// Has CPUs send the events they staged to the ring buffer: every CPU holding any when
+    /// `all` (at the end), else only those whose batch has waited [`FLUSH_EVERY`] (a busy
+    /// CPU sends its own batches as they fill). A flush runs on its CPU by IPI, and the
+    /// caller waits for it: on an overloaded host that wait can be long, so the staging
+    /// areas are read first (no IPI) and idle CPUs are left alone.
+    pub fn flush_staged(&mut self, all: bool) -> Result<(), CaptureError> {
         self.last_flush = Instant::now();
+        let staged = self
+            .staging
+            .get(&0, 0)
+            .map_err(|e| CaptureError::Map(MAP_STAGING, e.to_string()))?;
+        let now = monotonic_ns();
         for &cpu in &self.cpus {
+            let Some(st) = staged.get(cpu as usize) else {
+                continue;
+            };
+            let waited = now.saturating_sub(st.first_ts);
+            if st.batch.count == 0 || (!all && waited < FLUSH_EVERY.as_nanos() as u64) {
+                continue;
+            }
             match run_on_cpu(&self.flush, cpu) {
                 Ok(()) => {}
                 // Gone offline since we started: whatever it staged is out of reach.
@@ -378,7 +403,7 @@ impl Capture {
     /// readable so the last events can be drained.
     pub fn detach(&mut self) -> Result<(), CaptureError> {
         self.ebpf = None;
-        self.flush_staged()
+        self.flush_staged(true)
     }
 }
 
@@ -403,6 +428,17 @@ fn load_flush(ebpf: &mut Ebpf, verbose: bool) -> Result<ProgramFd, CaptureError>
         .fd()
         .map_err(|e| load_error(PROG_FLUSH, e, verbose))?;
     fd.try_clone().map_err(CaptureError::Ring)
+}
+
+/// CLOCK_MONOTONIC now, in ns: the clock of `bpf_ktime_get_ns()`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Runs a raw tracepoint program once on `cpu` (`BPF_PROG_TEST_RUN` with
