@@ -397,10 +397,6 @@ pub fn render(r: &Report) -> String {
             a.bios_without_queue,
             "bios first seen after their Q (queued before the trace)",
         ),
-        (
-            a.requests_without_start,
-            "requests first seen at issue with no known bio",
-        ),
         (a.bios_in_flight_at_end, "bios still in flight at the end"),
         (
             a.requests_in_flight_at_end,

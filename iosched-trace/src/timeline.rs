@@ -152,8 +152,6 @@ pub struct Anomalies {
     pub completions_of_unknown_requests: u64,
     /// Bios first seen after their Q (queued before the trace started).
     pub bios_without_queue: u64,
-    /// Requests first seen after their insert or issue.
-    pub requests_without_start: u64,
     /// Bios still in flight when the trace ended.
     pub bios_in_flight_at_end: u64,
     /// Requests still in flight when the trace ended.
@@ -493,6 +491,12 @@ impl Timeline {
         // it is a new life.
         let r = self.request_seen(ev, |r| !r.in_driver);
         r.i = Some(ev.ts_ns);
+        // Its head bio, known before any issue: a request can complete without one (an empty
+        // flush is ended by the flush machinery after a separate flush request), and its bio
+        // must complete with it.
+        if ev.bio != 0 && r.bios.is_empty() {
+            r.bios.push(ev.bio);
+        }
         let bioless = ev.bio == 0 && !r.pending && r.bios.is_empty();
         if bioless {
             r.pending = true;
@@ -509,7 +513,6 @@ impl Timeline {
         if ev.rq == 0 {
             return;
         }
-        let known = self.rqs.contains_key(&ev.rq);
         let r = self.request_seen(ev, |r| !r.in_driver);
         r.first_d.get_or_insert(ev.ts_ns);
         r.d = Some(ev.ts_ns);
@@ -536,9 +539,6 @@ impl Timeline {
         } else {
             None
         };
-        if !known && submitter.is_none() {
-            self.anomalies.requests_without_start += 1;
-        }
         let r = self.rqs.get_mut(&ev.rq).expect("created above");
         if r.submitter.is_none() {
             r.submitter = submitter;
@@ -576,10 +576,27 @@ impl Timeline {
         if ev.error != 0 {
             self.anomalies.errors += 1;
         }
-        let Some(r) = self.rqs.get_mut(&ev.rq) else {
-            self.anomalies.completions_of_unknown_requests += 1;
-            return;
-        };
+        if !self.rqs.contains_key(&ev.rq) {
+            // A request never inserted or issued can still end: the flush machinery ends an
+            // empty flush's request (Q, G, then a separate flush request D/C) without either.
+            // Its head bio names it; otherwise it was issued before the trace began.
+            if ev.bio != 0 && self.bios.contains_key(&ev.bio) {
+                let b = &self.bios[&ev.bio];
+                let head = Event {
+                    sector: b.sector,
+                    bytes: b.bytes,
+                    op: b.op,
+                    flags: b.flags,
+                    ..*ev
+                };
+                let r = self.request_seen(&head, |_| true);
+                r.bios.push(ev.bio);
+            } else {
+                self.anomalies.completions_of_unknown_requests += 1;
+                return;
+            }
+        }
+        let r = self.rqs.get_mut(&ev.rq).expect("present or created above");
         if ev.error != 0 {
             r.error = ev.error;
         }

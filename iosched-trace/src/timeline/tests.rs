@@ -320,3 +320,52 @@ fn bio_based_device_goes_from_queue_to_completion() {
     // Nothing pends on a device without a queue.
     assert!(c.states.iter().all(|s| s.2 == 0));
 }
+
+#[test]
+fn empty_flush_completed_by_the_flush_machinery_without_issue() {
+    // fsync's empty PREFLUSH bio: Q, G, I of its request; the kernel issues a separate
+    // bio-less flush request, then ends the original request without ever issuing it.
+    let mut s = Sim::default();
+    s.q(1, 8, 0, 0, Op::Write)
+        .g(1)
+        .i(1000, 1, 0, 0)
+        .wait(5)
+        .d(2000, &[], 0, 0, Op::Flush)
+        .wait(100)
+        .c(2000, 0, 0)
+        .wait(3)
+        .c(1000, 0, 0);
+    let (c, a) = run(&s);
+    assert_eq!(a, Anomalies::default());
+    assert_eq!(c.bios.len(), 1, "the flush bio completes with its request");
+    assert_eq!(c.bios[0].c, T0 + 108);
+    assert_eq!(c.rqs.len(), 2);
+    // Nothing is left waiting or in the driver.
+    assert_eq!(c.states.last(), Some(&(108, 0, 0)));
+}
+
+#[test]
+fn empty_flush_ended_without_insert_or_issue() {
+    // What 6.18 does for fsync's empty PREFLUSH bio on a loop device: Q, G; a bio-less flush
+    // request D/C; then C of the bio's own request, never inserted or issued.
+    let mut s = Sim::default();
+    s.q(1, 8, 0, 0, Op::Write)
+        .g(1)
+        .wait(5)
+        .d(2000, &[], 0, 0, Op::Flush)
+        .wait(100)
+        .c(2000, 0, 0);
+    s.wait(2);
+    let mut ev = s.events.last().copied().unwrap();
+    ev.ts_ns = s.t;
+    ev.rq = 1000;
+    ev.bio = 1;
+    s.events.push(ev);
+    let (c, a) = run(&s);
+    assert_eq!(a, Anomalies::default());
+    assert_eq!(c.bios.len(), 1);
+    assert_eq!(c.bios[0].c, T0 + 107);
+    assert_eq!(c.bios[0].d, None);
+    assert_eq!(c.rqs.len(), 2);
+    assert_eq!(c.states.last(), Some(&(107, 0, 0)));
+}
