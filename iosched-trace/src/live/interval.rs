@@ -241,6 +241,7 @@ pub struct IntervalBuilder {
     lost_total: u64,
     lost_at_start: u64,
     late: u64,
+    session_start: u64,
 }
 
 impl IntervalBuilder {
@@ -269,6 +270,7 @@ impl IntervalBuilder {
             lost_total: 0,
             lost_at_start: 0,
             late: 0,
+            session_start: start_ns,
         };
         b.open(start_ns);
         b
@@ -306,8 +308,10 @@ impl IntervalBuilder {
     /// One event, in time order. Intervals it moves past are closed into `out`.
     pub fn push(&mut self, ev: &Event, out: &mut Vec<Snapshot>) {
         self.advance_to(ev.ts_ns, out);
-        if ev.ts_ns < self.window.from {
+        if ev.ts_ns < self.window.from && ev.ts_ns >= self.session_start {
             // Too late for its interval: the timeline still needs it to stay consistent.
+            // (Events from before the session's start, captured while the programs were
+            // being attached, only set up the timeline's state.)
             self.late += 1;
         }
         if let std::collections::btree_map::Entry::Vacant(e) = self.processes.entry(ev.pid)
