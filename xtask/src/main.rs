@@ -53,6 +53,11 @@ enum BenchCommand {
     /// Exits non-zero when the target (recording/baseline IOPS >= 0.78, no lost events) is
     /// missed.
     Capture(bench::CaptureArgs),
+    /// fio IOPS on a loop device without and with `iosched-trace live --batch` watching it
+    /// (the live view's collector and per-interval numbers; text printed each second).
+    ///
+    /// Exits non-zero when the target (live/baseline IOPS >= 0.85) is missed.
+    Live(bench::LiveArgs),
 }
 
 /// How demo and bench get the `iosched-trace` binary.
@@ -94,6 +99,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Test => test::run().map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Bench(BenchCommand::Capture(args)) => bench::capture(&args),
+        Command::Bench(BenchCommand::Live(args)) => bench::live(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
     }
 }
