@@ -183,6 +183,32 @@ const PROGRAMS: &[ProgramSpec] = &[
     },
 ];
 
+/// Which programs to attach: each one costs the traced workload on every event it sees.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProgramSet {
+    /// Everything a recording holds.
+    #[default]
+    All,
+    /// Only what the timeline needs to rebuild request lives (Q, G, M/F, request merges, I,
+    /// D with its bio links, C, R; bio completions on bio-based devices): no plug/unplug,
+    /// split or kyber events. The live view's set.
+    Lifecycle,
+}
+
+/// The programs [`ProgramSet::Lifecycle`] keeps.
+const LIFECYCLE: &[&str] = &[
+    "block_bio_queue",
+    "block_getrq",
+    "block_bio_backmerge",
+    "block_bio_frontmerge",
+    "block_rq_merge",
+    "block_rq_insert",
+    "block_rq_issue",
+    "block_rq_complete",
+    "block_rq_requeue",
+    "block_bio_complete",
+];
+
 #[derive(Clone, Debug)]
 pub struct CaptureOptions {
     /// Devices to trace; empty means every device.
@@ -193,6 +219,7 @@ pub struct CaptureOptions {
     pub wakeup_bytes: u64,
     pub extra_events: bool,
     pub verbose: bool,
+    pub programs: ProgramSet,
 }
 
 pub struct Capture {
@@ -271,7 +298,11 @@ impl Capture {
                 When::BioBasedDevice => any_bio_based,
                 When::Extra => options.extra_events,
             };
-            if !wanted {
+            let in_set = match options.programs {
+                ProgramSet::All => true,
+                ProgramSet::Lifecycle => LIFECYCLE.contains(&spec.name),
+            };
+            if !wanted || !in_set {
                 continue;
             }
             if !spec.required && !kernel_btf.has_tracepoint(spec.name) {

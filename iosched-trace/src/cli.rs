@@ -36,6 +36,9 @@ pub enum Command {
     Synth(SynthArgs),
     /// Convert a trace to another format (blktrace per-CPU files).
     Convert(ConvertArgs),
+    /// Watch devices live: per process, throughput, scheduler (Q2D) and device (D2C)
+    /// latency, idling waste; refreshed every interval (q quits, ? for keys).
+    Live(LiveArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -182,8 +185,96 @@ pub struct DumpArgs {
     pub json: bool,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct LiveArgs {
+    /// Device to watch: /dev/sda, sda, 8:0. Repeatable (`d` switches). Default: every
+    /// request-based (blk-mq) device.
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub devices: Vec<String>,
+    /// Seconds per interval (one refresh, one batch snapshot).
+    #[arg(long, value_name = "SECS", default_value_t = 1.0)]
+    pub interval: f64,
+    /// Plain text on stdout every interval, no terminal needed (like `top -b`).
+    #[arg(long)]
+    pub batch: bool,
+    /// With --batch: one JSON object per interval (each device's report as `report --json`).
+    #[arg(long, requires = "batch")]
+    pub json: bool,
+    /// With --batch: stop after this many intervals.
+    #[arg(long, value_name = "N", requires = "batch")]
+    pub count: Option<u64>,
+    /// Seconds of history in the charts.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub history: f64,
+    /// Ring buffer size shared by all CPUs (a power of two, at least 64K).
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_size)]
+    pub ring_size: u64,
+    /// Wake the collector once this much data waits in the ring (it also drains every
+    /// 50 ms).
+    #[arg(long, value_name = "BYTES", default_value = "1M", value_parser = parse_size)]
+    pub wakeup: u64,
+    /// Print notes on optional probes before starting.
+    #[arg(short, long)]
+    pub verbose: bool,
+}
+
+impl LiveArgs {
+    pub fn validate(&self, sysfs: &Sysfs) -> Result<crate::live::LiveConfig, ArgError> {
+        let positive = |flag: &'static str, v: f64| {
+            if v.is_finite() && (0.01..=86_400.0).contains(&v) {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(ArgError::Interval(flag, v))
+            }
+        };
+        let interval = positive("--interval", self.interval)?;
+        let history = positive("--history", self.history)?;
+        if self.count == Some(0) {
+            return Err(ArgError::Count);
+        }
+        let record = RecordArgs {
+            devices: self.devices.clone(),
+            output: PathBuf::new(),
+            format: OutputFormat::Recording,
+            duration: None,
+            ring_size: self.ring_size,
+            wakeup: self.wakeup,
+            extra_events: false,
+            verbose: self.verbose,
+        };
+        let valid = record.validate(sysfs)?;
+        if let Some(d) = valid.disks.iter().find(|d| !d.request_based) {
+            return Err(ArgError::BioBased(d.name.clone()));
+        }
+        if valid.disks.is_empty() {
+            return Err(ArgError::NoDevices);
+        }
+        Ok(crate::live::LiveConfig {
+            disks: valid.disks,
+            interval,
+            batch: self.batch,
+            json: self.json,
+            count: self.count,
+            history,
+            ring_size: valid.ring_size,
+            wakeup_bytes: valid.wakeup,
+            verbose: self.verbose,
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ArgError {
+    #[error("{0} {1}: must be a number of seconds between 0.01 and 86400")]
+    Interval(&'static str, f64),
+    #[error("--count 0: must be at least 1")]
+    Count,
+    #[error(
+        "{0} is bio-based: it has no request events, so there is nothing to show per request; watch a blk-mq device such as loop0 or sda"
+    )]
+    BioBased(String),
+    #[error("no request-based (blk-mq) block devices found; name one with -d")]
+    NoDevices,
     #[error("--ring-size {0}: must be a power of two between 64K and 2G")]
     RingSize(u64),
     #[error("--wakeup {0}: must be smaller than the ring size")]

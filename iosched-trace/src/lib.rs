@@ -11,6 +11,7 @@
 //! - [`analysis`]: per device/process/cgroup numbers from the timeline (`report`).
 //! - [`blktrace`]: blktrace's binary format, read as a trace source and written from ours.
 //! - [`dump`]: blkparse-style text and JSON lines.
+//! - [`live`]: the live view (`live`): per-interval numbers on a terminal or as text.
 //! - [`cli`]: command-line syntax and validation.
 
 pub mod analysis;
@@ -23,6 +24,7 @@ pub mod devmap;
 pub mod dump;
 pub mod event;
 pub mod input;
+pub mod live;
 pub mod preflight;
 pub mod probe;
 pub mod record;

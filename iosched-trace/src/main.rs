@@ -10,7 +10,10 @@ use anyhow::Context;
 use clap::Parser;
 use iosched_trace::{
     analysis, blktrace,
-    cli::{Cli, Command, ConvertArgs, DumpArgs, OutputFormat, RecordArgs, ReportArgs, SynthArgs},
+    cli::{
+        Cli, Command, ConvertArgs, DumpArgs, LiveArgs, OutputFormat, RecordArgs, ReportArgs,
+        SynthArgs,
+    },
     devices::Sysfs,
     dump, input, preflight,
     record::{DeviceInfo, Header, RecordingWriter, Stats},
@@ -43,7 +46,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Report(args) => report(args),
         Command::Synth(args) => synth(args),
         Command::Convert(args) => convert(args),
+        Command::Live(args) => live(args),
     }
+}
+
+fn live(args: LiveArgs) -> anyhow::Result<ExitCode> {
+    let config = args.validate(&Sysfs::default())?;
+    preflight::check_privileges()?;
+    preflight::check_btf()?;
+    iosched_trace::live::run(config)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn synth(args: SynthArgs) -> anyhow::Result<ExitCode> {

@@ -19,7 +19,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::{
     blktrace::BlktraceWriter,
     btf::Btf,
-    capture::{Capture, CaptureOptions},
+    capture::{Capture, CaptureOptions, ProgramSet},
     cli::OutputFormat,
     devices::Disk,
     event::Event,
@@ -107,6 +107,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         wakeup_bytes: config.wakeup_bytes,
         extra_events: config.extra_events,
         verbose: config.verbose,
+        programs: ProgramSet::All,
     };
     let mut capture = Capture::start(&options, &layout, &btf)?;
     for (program, why) in &capture.skipped {
@@ -420,7 +421,7 @@ fn cgroup2_root() -> Option<PathBuf> {
 }
 
 /// Whether the block I/O controller is on a cgroup v1 hierarchy.
-fn blkio_on_cgroup_v1() -> bool {
+pub(crate) fn blkio_on_cgroup_v1() -> bool {
     std::fs::read_to_string("/proc/self/mounts").is_ok_and(|mounts| {
         mounts.lines().any(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();

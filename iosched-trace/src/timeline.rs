@@ -248,6 +248,12 @@ impl Timeline {
         &self.anomalies
     }
 
+    /// Every device's state now (after the last event pushed): what a window starting here
+    /// inherits (see `Aggregator::starting_from`).
+    pub fn device_states(&self) -> impl Iterator<Item = (Dev, &DeviceState)> {
+        self.devices.iter().map(|(d, s)| (*d, s))
+    }
+
     /// Bios and requests currently held (the memory bound).
     pub fn in_flight(&self) -> (usize, usize) {
         (self.bios.len(), self.rqs.len())

@@ -239,6 +239,144 @@ fn read_iops(output: &str) -> anyhow::Result<f64> {
     Ok(iops)
 }
 
+/// The live view's target (issue 5): IOPS with `live` open stay >= 0.85 of baseline.
+const LIVE_MIN_RATIO: f64 = 0.85;
+
+#[derive(Args)]
+pub struct LiveArgs {
+    /// fio runtime per run, in seconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    runtime: u32,
+    /// Baseline/live pairs to run; the verdict uses the median ratio.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
+    #[command(flatten)]
+    bin: BinArgs,
+}
+
+/// `cargo xtask bench live`: the capture benchmark's load, with `live --batch` (interval 1 s)
+/// instead of `record`. Batch mode runs the same collector and per-interval aggregation as
+/// the screen; it prints a text block per second instead of drawing one.
+pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
+    cmd::require_root(
+        "bench live",
+        "it attaches a loop device and loads eBPF programs",
+    )?;
+    scratch::catch_interrupts()?;
+    let bin = args.bin.resolve()?;
+    if cmd::find_program("fio").is_none() {
+        bail!("fio is not installed (`cargo xtask setup` installs it as root)");
+    }
+    let free = free_bytes(Path::new(SHM))?;
+    if free < IMAGE_SIZE + (64 << 20) {
+        bail!("{SHM} has {} free; this bench needs about 1 GiB", mib(free));
+    }
+    let dir = TempDir::new(Path::new(SHM), "iosched-trace-bench-live")?;
+    let image = dir.path().join("scratch.img");
+    scratch::create_file(&image, IMAGE_SIZE, true)?;
+    let mut loopdev = LoopDevice::attach(&image)?;
+    loopdev.set_scheduler("none")?;
+    println!(
+        "bench live: fio 4k randread io_uring iodepth 32, {} s per run, {} on {SHM}, scheduler \
+         none, {} pair(s)",
+        args.runtime,
+        loopdev.name(),
+        args.repeat
+    );
+    let mut ratios = Vec::new();
+    for i in 1..=args.repeat {
+        let baseline = fio(loopdev.dev(), args.runtime).context("baseline fio run")?;
+        let live = LiveChild::start(&bin, &loopdev)?;
+        let watched = fio(loopdev.dev(), args.runtime).context("fio run with live")?;
+        let lost = live.stop()?;
+        scratch::check_interrupted()?;
+        println!(
+            "run {i}/{}: baseline {baseline:.0} IOPS, with live {watched:.0} IOPS, ratio {:.3}, \
+             lost events {lost}",
+            args.repeat,
+            watched / baseline
+        );
+        ratios.push(watched / baseline);
+    }
+    let ratio = median(ratios);
+    let pass = ratio >= LIVE_MIN_RATIO;
+    println!(
+        "ratio:            {ratio:.3}{}",
+        if args.repeat > 1 { " (median)" } else { "" }
+    );
+    println!(
+        "target (ratio >= {LIVE_MIN_RATIO}): {}",
+        if pass { "PASS" } else { "FAIL" }
+    );
+    Ok(if pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `iosched-trace live --batch` as a child, killed (by pid) on drop.
+struct LiveChild {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl LiveChild {
+    /// Starts it and waits for its first interval (programs attached and draining).
+    fn start(bin: &Path, dev: &LoopDevice) -> anyhow::Result<LiveChild> {
+        use std::io::BufRead as _;
+        let mut child = Command::new(bin)
+            .args(["live", "--batch", "--interval", "1", "-d", dev.name()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("starting iosched-trace live")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let live = LiveChild { child, lines };
+        live.lines
+            .recv_timeout(READY_TIMEOUT)
+            .context("live printed nothing within 30 s")?;
+        Ok(live)
+    }
+
+    /// Stops it; returns the largest cumulative loss count it printed.
+    fn stop(mut self) -> anyhow::Result<u64> {
+        // SAFETY: kill(2) on our own child's pid, not yet reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+        let _ = self.child.wait();
+        let mut lost = 0;
+        while let Ok(line) = self.lines.try_recv() {
+            // "... lost N (T total)"
+            if let Some(t) = line
+                .split_once(" (")
+                .and_then(|(_, r)| r.split_once(" total)"))
+                .and_then(|(t, _)| t.parse::<u64>().ok())
+            {
+                lost = lost.max(t);
+            }
+        }
+        Ok(lost)
+    }
+}
+
+impl Drop for LiveChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();

@@ -58,6 +58,11 @@ enum BenchCommand {
     ///
     /// Exits non-zero when the target (>= 10M events/s on one core, RSS < 200 MiB) is missed.
     Analyze(bench_analyze::AnalyzeArgs),
+    /// fio IOPS on a loop device without and with `iosched-trace live --batch` watching it
+    /// (the live view's collector and per-interval numbers; text printed each second).
+    ///
+    /// Exits non-zero when the target (live/baseline IOPS >= 0.85) is missed.
+    Live(bench::LiveArgs),
 }
 
 /// How demo and bench get the `iosched-trace` binary.
@@ -100,6 +105,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Bench(BenchCommand::Capture(args)) => bench::capture(&args),
         Command::Bench(BenchCommand::Analyze(args)) => bench_analyze::analyze(&args),
+        Command::Bench(BenchCommand::Live(args)) => bench::live(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
     }
 }

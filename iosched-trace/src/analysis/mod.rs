@@ -238,6 +238,27 @@ impl Aggregator {
         }
     }
 
+    /// An aggregator for the absolute window `window` of a stream already under way (the live
+    /// view's intervals): `states` is each device's state at `window.from`, as the timeline
+    /// holds it then, so queue depths, utilization and idling start from what is in flight
+    /// instead of from an empty device. Events before `window.from` must not be given to it;
+    /// the window is taken as covered to its end (`effective_window` is `window`, even if
+    /// the last events come earlier).
+    pub fn starting_from<'a>(
+        opts: Options,
+        window: Window,
+        states: impl IntoIterator<Item = (Dev, &'a DeviceState)>,
+    ) -> Aggregator {
+        let mut agg = Aggregator::new(opts);
+        agg.window = window;
+        agg.first_ts = Some(window.from);
+        agg.last_ts = window.to;
+        for (dev, state) in states {
+            agg.device_state(dev, window.from, state);
+        }
+        agg
+    }
+
     /// Every event passes here before the timeline sees it: the window is fixed by the first.
     pub fn see(&mut self, ev: &Event) {
         if self.first_ts.is_none() {
