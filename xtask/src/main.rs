@@ -1,4 +1,4 @@
-//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|demo|bench`.
+//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|demo|bench|disk|scenario`.
 //!
 //! Nothing here is needed to read or use the product code; it only drives tools (rustup,
 //! cargo, apt-get, losetup, fio, the built `iosched-trace` binary) in the right order and
@@ -8,6 +8,7 @@ mod bench;
 mod cmd;
 mod demo;
 mod disk;
+mod scenario;
 mod scratch;
 mod setup;
 mod test;
@@ -44,6 +45,8 @@ enum Command {
     /// The emulated rotational disk (root): `up` prints its loop device, `down` removes it.
     #[command(subcommand)]
     Disk(disk::DiskCommand),
+    /// Run a seed scenario on the emulated disk, record and report every run, compare (root).
+    Scenario(scenario::ScenarioArgs),
 }
 
 #[derive(Subcommand)]
@@ -95,6 +98,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Bench(BenchCommand::Capture(args)) => bench::capture(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
+        Command::Scenario(args) => scenario::run(&args).map(|()| ExitCode::SUCCESS),
     }
 }
 

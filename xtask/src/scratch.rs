@@ -53,6 +53,11 @@ pub fn catch_interrupts() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether Ctrl-C (or SIGTERM) has been received.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
 /// Fails once Ctrl-C (or SIGTERM) has been received.
 pub fn check_interrupted() -> anyhow::Result<()> {
     if INTERRUPTED.load(Ordering::SeqCst) {
