@@ -33,13 +33,15 @@ fn get<'a>(runs: &'a [RunSummary], label: &str) -> &'a RunSummary {
 }
 
 /// Seed 000. One 4 KiB sequential reader streams (~15 MB/s at iodepth 1) under every
-/// scheduler. Two readers: bfq with low_latency=0 idles for the reader in service (our report
-/// shows the device idle while the other reader's I/O waits) and keeps both streams
-/// sequential; bfq with low_latency=1 (both new queues weight-raised) and mq-deadline and
-/// none alternate the readers, one seek per request: an order of magnitude less.
+/// scheduler. Two readers under bfq with low_latency=1 (both new queues weight-raised, which
+/// switches off idling for throughput), mq-deadline and none alternate, one seek per request:
+/// an order of magnitude less, and the device never idles with I/O waiting. bfq with
+/// low_latency=0 is bistable on this kernel (docs/SCENARIOS.md): some runs stream both
+/// readers, some fall into the same alternation; when it streams, our report shows the
+/// idling that makes it possible.
 #[test]
-fn multi_reader_low_latency_costs_two_readers_their_streaming() {
-    if !real_kernel_available("multi_reader_low_latency_costs_two_readers_their_streaming") {
+fn multi_reader_two_readers_alternate_unless_bfq_idles() {
+    if !real_kernel_available("multi_reader_two_readers_alternate_unless_bfq_idles") {
         return;
     }
     let runs = run("multi-reader");
@@ -51,35 +53,32 @@ fn multi_reader_low_latency_costs_two_readers_their_streaming() {
             r.mb_per_s
         );
     }
-    let idling = get(&runs, "bfq-ll0-2j");
+    let one = get(&runs, "mq-deadline-1j").mb_per_s;
     for label in ["bfq-ll1-2j", "mq-deadline-2j", "none-2j"] {
         let r = get(&runs, label);
         assert!(
-            r.mb_per_s < 2.0,
-            "{label}: two alternating readers are seek-bound: {:.2} MB/s",
+            r.mb_per_s < one / 5.0,
+            "{label}: two alternating readers are seek-bound: {:.2} MB/s vs one reader {one:.2}",
             r.mb_per_s
         );
-        assert!(
-            idling.mb_per_s > 5.0 * r.mb_per_s,
-            "bfq low_latency=0 {:.2} MB/s vs {label} {:.2} MB/s",
-            idling.mb_per_s,
-            r.mb_per_s
-        );
-    }
-    // The price bfq pays for it, in our numbers: the device idles while the other reader's
-    // request waits, and the report names both readers.
-    assert!(
-        idling.idle_with_pending_pct > 1.0,
-        "bfq low_latency=0, 2 readers: idle with I/O waiting {:.2}%",
-        idling.idle_with_pending_pct
-    );
-    assert!(idling.idle_between("fio", "fio") > 20_000_000);
-    for label in ["mq-deadline-2j", "none-2j"] {
-        let r = get(&runs, label);
         assert!(
             r.idle_with_pending_pct < 0.5,
-            "{label}: never idles: {:.2}%",
+            "{label}: no idling: {:.2}%",
             r.idle_with_pending_pct
+        );
+    }
+    let idling = get(&runs, "bfq-ll0-2j");
+    if idling.mb_per_s > one / 2.0 {
+        assert!(
+            idling.idle_with_pending_pct > 1.0 && idling.idle_between("fio", "fio") > 20_000_000,
+            "bfq low_latency=0 streamed two readers ({:.2} MB/s) without idling? {:.2}%",
+            idling.mb_per_s,
+            idling.idle_with_pending_pct
+        );
+    } else {
+        eprintln!(
+            "bfq low_latency=0 with two readers fell into alternation this time ({:.2} MB/s)",
+            idling.mb_per_s
         );
     }
 }

@@ -66,15 +66,6 @@ pub fn check_interrupted() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs a short-lived command to completion (echoed, stdio inherited) unless we were
-/// interrupted; fails if it failed or if we were interrupted meanwhile.
-pub fn run_step(cmd: &mut Command) -> anyhow::Result<()> {
-    check_interrupted()?;
-    let result = cmd::run(cmd);
-    check_interrupted()?;
-    result
-}
-
 /// A fresh directory `<base>/<prefix>.<pid>.<nanos>`, removed with its contents on drop.
 pub struct TempDir {
     path: PathBuf,

@@ -92,10 +92,13 @@ pub fn by_name(name: &str) -> Option<Scenario> {
 
 const GIB: u64 = 1 << 30;
 
+/// Queue attributes a run writes: `(attribute, value)`.
+type Settings<'a> = &'a [(&'static str, &'a str)];
+
 fn define(
     label: impl Into<String>,
     scheduler: &'static str,
-    settings: &[(&'static str, &str)],
+    settings: Settings<'_>,
     workload: Workload,
 ) -> Run {
     Run {
@@ -114,7 +117,7 @@ fn fio(args: &[&str]) -> Workload {
 /// its own region of the disk (the seed gave each job its own file). 3 s per run: shorter
 /// than the shortest weight raising (3 s), so a raised queue stays raised the whole run.
 pub fn multi_reader() -> Scenario {
-    let configs: [(&str, &'static str, &[(&'static str, &str)]); 4] = [
+    let configs: [(&str, &'static str, Settings<'_>); 4] = [
         ("bfq-ll1", "bfq", &[("iosched/low_latency", "1")]),
         ("bfq-ll0", "bfq", &[("iosched/low_latency", "0")]),
         ("mq-deadline", "mq-deadline", &[]),

@@ -106,7 +106,7 @@ impl RunSummary {
                 q2c_max_ns: p["latency"]["q2c"]["max_ns"].as_u64().unwrap_or(0),
             });
         }
-        processes.sort_by(|a, b| b.requests.cmp(&a.requests));
+        processes.sort_by_key(|p| std::cmp::Reverse(p.requests));
         let mut idle_pairs = Vec::new();
         for pair in report["idling"]["pairs"].as_array().into_iter().flatten() {
             let name = |comm: &str, pid: &str| {
@@ -122,7 +122,7 @@ impl RunSummary {
                 total_ns: int(&pair["total_ns"], "total_ns")?,
             });
         }
-        idle_pairs.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+        idle_pairs.sort_by_key(|p| std::cmp::Reverse(p.total_ns));
         let workload_mb_per_s = match (fio, &run.workload) {
             (Some(fio), _) => Some(fio_mb_per_s(fio)?),
             (None, super::Workload::DdRead { bs, count }) => {
