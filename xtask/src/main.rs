@@ -37,7 +37,8 @@ enum Command {
     Build,
     /// Setup, then fmt, clippy, unit tests and (as root, or when CI is set) the real-kernel tests.
     Test,
-    /// Record a known workload on a scratch loop device and show what was recorded (root).
+    /// bfq vs mq-deadline on the emulated disk (32 random readers), both runs recorded and
+    /// reported side by side (root).
     Demo(demo::DemoArgs),
     /// Benchmarks (root).
     #[command(subcommand)]
