@@ -161,8 +161,9 @@ fn side_by_side(outcomes: &[RunOutcome]) -> String {
         "\nThe disk does ~125 random reads a second whatever the scheduler, so throughput is \
          the same. mq-deadline serves the readers' requests about in arrival order: a request \
          waits about one round of the 32 readers (32 x ~8 ms). bfq serves one reader at a \
-         time (per-process queues, budgets, idling): a reader can wait many rounds, and the \
-         worst Q2C is several times longer. More: docs/SCENARIOS.md, \
+         time (per-process queues, budgets, idling, weight raising): in most runs a reader \
+         waits many rounds, and the worst Q2C is several times longer; in some runs bfq is as \
+         even as mq-deadline (docs/SCENARIOS.md). More: \
          `cargo xtask scenario many-readers-latency`.\n",
     );
     out
