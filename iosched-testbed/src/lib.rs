@@ -7,9 +7,12 @@
 //!   only after the model's service time, one request at a time.
 //! - [`rig`]: the daemon plus a direct-I/O loop device on top, brought up and torn down as
 //!   one guard (used by `cargo xtask disk` and by the real-kernel tests).
+//! - [`scenario`]: the seed scenarios (the users' reports) run on that disk, each run
+//!   recorded and reported by `iosched-trace` (used by `cargo xtask scenario` and the tests).
 
 pub mod args;
 pub mod daemon;
 pub mod fuse;
 pub mod model;
 pub mod rig;
+pub mod scenario;

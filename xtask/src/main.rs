@@ -1,4 +1,4 @@
-//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|demo|bench`.
+//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|demo|bench|disk|scenario`.
 //!
 //! Nothing here is needed to read or use the product code; it only drives tools (rustup,
 //! cargo, apt-get, losetup, fio, the built `iosched-trace` binary) in the right order and
@@ -9,6 +9,7 @@ mod bench_analyze;
 mod cmd;
 mod demo;
 mod disk;
+mod scenario;
 mod scratch;
 mod setup;
 mod test;
@@ -37,7 +38,8 @@ enum Command {
     Build,
     /// Setup, then fmt, clippy, unit tests and (as root, or when CI is set) the real-kernel tests.
     Test,
-    /// Record a known workload on a scratch loop device and show what was recorded (root).
+    /// bfq vs mq-deadline on the emulated disk (32 random readers), both runs recorded and
+    /// reported side by side (root).
     Demo(demo::DemoArgs),
     /// Benchmarks (root).
     #[command(subcommand)]
@@ -45,6 +47,8 @@ enum Command {
     /// The emulated rotational disk (root): `up` prints its loop device, `down` removes it.
     #[command(subcommand)]
     Disk(disk::DiskCommand),
+    /// Run a seed scenario on the emulated disk, record and report every run, compare (root).
+    Scenario(scenario::ScenarioArgs),
 }
 
 #[derive(Subcommand)]
@@ -107,6 +111,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Analyze(args)) => bench_analyze::analyze(&args),
         Command::Bench(BenchCommand::Live(args)) => bench::live(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
+        Command::Scenario(args) => scenario::run(&args).map(|()| ExitCode::SUCCESS),
     }
 }
 

@@ -53,21 +53,17 @@ pub fn catch_interrupts() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether Ctrl-C (or SIGTERM) has been received.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
 /// Fails once Ctrl-C (or SIGTERM) has been received.
 pub fn check_interrupted() -> anyhow::Result<()> {
     if INTERRUPTED.load(Ordering::SeqCst) {
         bail!("interrupted; cleaning up");
     }
     Ok(())
-}
-
-/// Runs a short-lived command to completion (echoed, stdio inherited) unless we were
-/// interrupted; fails if it failed or if we were interrupted meanwhile.
-pub fn run_step(cmd: &mut Command) -> anyhow::Result<()> {
-    check_interrupted()?;
-    let result = cmd::run(cmd);
-    check_interrupted()?;
-    result
 }
 
 /// A fresh directory `<base>/<prefix>.<pid>.<nanos>`, removed with its contents on drop.

@@ -1,0 +1,602 @@
+//! Running a scenario: one emulated disk for all its runs; per run the scheduler and settings
+//! are set, the workload's set-up is done (ext4, cgroup), `iosched-trace record` records the
+//! workload alone, and `iosched-trace report --json` reads the recording back.
+//!
+//! Everything is a guard undone on drop, innermost first, also when a run fails or the caller
+//! is interrupted: recorder stopped, cgroup removed, filesystem unmounted, queue settings
+//! restored, disk torn down, scratch directory removed. Only processes spawned here are
+//! signalled, by pid.
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    io::{self, BufRead as _, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::mpsc,
+    thread,
+    time::{Duration, Instant},
+};
+
+use serde_json::Value;
+use thiserror::Error;
+
+use super::{Run, Scenario, Workload, summary::RunSummary};
+use crate::rig::{Hdd, HddConfig, RigError, is_mounted};
+
+/// How long `iosched-trace record` may take to load and attach its programs.
+const RECORDER_READY: Duration = Duration::from_secs(30);
+/// How long the recorder may take to drain and write its file after SIGINT.
+const RECORDER_STOP: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    #[error("emulated disk: {0}")]
+    Rig(#[from] RigError),
+    #[error("{what}: {err}")]
+    Io { what: String, err: io::Error },
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Command {
+        command: String,
+        status: String,
+        stderr: String,
+    },
+    #[error("recorder: {0}")]
+    Recorder(String),
+    #[error("report of {path}: {err}")]
+    Report { path: PathBuf, err: String },
+    #[error("unknown scenario {0:?} (known: {names})", names = super::NAMES.join(", "))]
+    Unknown(String),
+    #[error("interrupted")]
+    Interrupted,
+    #[error("run {label}: {source}")]
+    InRun {
+        label: String,
+        #[source]
+        source: Box<ScenarioError>,
+    },
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> ScenarioError {
+    let what = what.into();
+    move |err| ScenarioError::Io { what, err }
+}
+
+/// The binaries a scenario drives.
+#[derive(Clone, Debug)]
+pub struct Tools {
+    /// `iosched-trace` (record, report).
+    pub trace_bin: PathBuf,
+    /// `iosched-hdd` (the emulated disk's daemon).
+    pub daemon_bin: PathBuf,
+}
+
+/// How to run a scenario.
+pub struct RunOptions<'a> {
+    /// Keep each run's recording and report (`DIR/SCENARIO/LABEL.istrace`,
+    /// `LABEL.report.json`); otherwise they live in a scratch directory removed at the end.
+    pub keep: Option<PathBuf>,
+    /// Polled between steps; when it returns true the scenario stops with
+    /// [`ScenarioError::Interrupted`] (and everything is torn down).
+    pub interrupted: &'a dyn Fn() -> bool,
+    /// Progress lines on stderr.
+    pub verbose: bool,
+}
+
+impl Default for RunOptions<'_> {
+    fn default() -> Self {
+        Self {
+            keep: None,
+            interrupted: &|| false,
+            verbose: true,
+        }
+    }
+}
+
+/// One run's results.
+#[derive(Clone, Debug)]
+pub struct RunOutcome {
+    pub run: Run,
+    /// The recording, when kept.
+    pub recording: Option<PathBuf>,
+    /// `iosched-trace report --json` of the recording.
+    pub report: Value,
+    pub summary: RunSummary,
+    /// Wall time of the workload alone.
+    pub workload_secs: f64,
+    /// fio's own JSON report, for fio workloads.
+    pub fio: Option<Value>,
+}
+
+/// Runs every run of `scenario` on one fresh emulated disk; tears everything down before
+/// returning, also on error.
+pub fn run(
+    scenario: &Scenario,
+    tools: &Tools,
+    options: &RunOptions<'_>,
+) -> Result<Vec<RunOutcome>, ScenarioError> {
+    for bin in [&tools.trace_bin, &tools.daemon_bin] {
+        if !bin.is_file() {
+            return Err(ScenarioError::Io {
+                what: format!("{} (build it first)", bin.display()),
+                err: io::ErrorKind::NotFound.into(),
+            });
+        }
+    }
+    let scratch = TempDir::new(&format!("iosched-scenario-{}", scenario.name))?;
+    let out_dir = match &options.keep {
+        Some(dir) => {
+            let dir = dir.join(scenario.name);
+            fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
+            dir
+        }
+        None => scratch.path().to_owned(),
+    };
+    let config = HddConfig::new(
+        &tools.daemon_bin,
+        scratch.path().join("disk"),
+        scenario.disk_size,
+    );
+    let mut disk = Hdd::up(&config)?;
+    if options.verbose {
+        eprintln!(
+            "scenario {}: emulated disk {} ({} MiB); {} runs",
+            scenario.name,
+            disk.device().display(),
+            scenario.disk_size >> 20,
+            scenario.runs.len()
+        );
+    }
+    // Attributes some run set, with their values before the first run: a run that does not
+    // set one gets it back at that value.
+    let mut defaults: BTreeMap<&'static str, String> = BTreeMap::new();
+    let mut outcomes = Vec::new();
+    for run in &scenario.runs {
+        let outcome = run_one(
+            run,
+            &mut disk,
+            &mut defaults,
+            tools,
+            options,
+            scratch.path(),
+            &out_dir,
+        )
+        .map_err(|e| match e {
+            ScenarioError::Interrupted => e,
+            other => ScenarioError::InRun {
+                label: run.label.clone(),
+                source: Box::new(other),
+            },
+        })?;
+        if options.verbose {
+            eprintln!("scenario {}: {}", scenario.name, outcome.summary.one_line());
+        }
+        outcomes.push(outcome);
+    }
+    disk.down()?;
+    Ok(outcomes)
+}
+
+fn run_one(
+    run: &Run,
+    disk: &mut Hdd,
+    defaults: &mut BTreeMap<&'static str, String>,
+    tools: &Tools,
+    options: &RunOptions<'_>,
+    scratch: &Path,
+    out_dir: &Path,
+) -> Result<RunOutcome, ScenarioError> {
+    let check = || {
+        if (options.interrupted)() {
+            Err(ScenarioError::Interrupted)
+        } else {
+            Ok(())
+        }
+    };
+    check()?;
+    if options.verbose {
+        eprintln!(
+            "scenario run {}: {} {:?}: {}",
+            run.label, run.scheduler, run.settings, run.workload
+        );
+    }
+    // The scheduler first: its own attributes (iosched/*) exist only once it is active.
+    disk.set_queue("scheduler", run.scheduler)?;
+    for (attr, default) in defaults.iter() {
+        if !run.settings.iter().any(|(a, _)| a == attr) && !attr.starts_with("iosched/") {
+            disk.set_queue(attr, default)?;
+        }
+    }
+    for (attr, value) in &run.settings {
+        if !defaults.contains_key(attr) {
+            let path = disk.queue_path(attr);
+            let old =
+                fs::read_to_string(&path).map_err(io_err(format!("reading {}", path.display())))?;
+            defaults.insert(attr, old.trim().to_owned());
+        }
+        disk.set_queue(attr, value)?;
+    }
+
+    let recording = out_dir.join(format!("{}.istrace", run.label));
+    let _ = fs::remove_file(&recording);
+    let (workload_secs, fio) = match &run.workload {
+        Workload::Fio(args) => {
+            let fio_out = scratch.join(format!("{}.fio.json", run.label));
+            let mut cmd = Command::new("fio");
+            cmd.args(args)
+                .arg(format!("--filename={}", disk.device().display()))
+                .arg("--output-format=json")
+                .arg(format!("--output={}", fio_out.display()));
+            let recorder = Recorder::start(&tools.trace_bin, disk.name(), &recording)?;
+            let secs = timed(&mut cmd)?;
+            recorder.stop()?;
+            let text = fs::read_to_string(&fio_out)
+                .map_err(io_err(format!("reading {}", fio_out.display())))?;
+            // fio may print notes before its JSON document.
+            let json = text
+                .find('{')
+                .and_then(|start| serde_json::from_str(&text[start..]).ok());
+            (secs, json)
+        }
+        Workload::DdRead { bs, count } => {
+            // This device's page cache only (BLKFLSBUF); nothing else on the machine.
+            output(
+                Command::new("blockdev")
+                    .arg("--flushbufs")
+                    .arg(disk.device()),
+            )?;
+            let mut cmd = Command::new("dd");
+            cmd.arg(format!("if={}", disk.device().display())).args([
+                "of=/dev/null",
+                &format!("bs={bs}"),
+                &format!("count={count}"),
+                "status=none",
+            ]);
+            let recorder = Recorder::start(&tools.trace_bin, disk.name(), &recording)?;
+            let secs = timed(&mut cmd)?;
+            recorder.stop()?;
+            (secs, None)
+        }
+        Workload::DsyncJournal { count } => {
+            let fs = Ext4::make_and_mount(disk.device(), &scratch.join("mnt"))?;
+            let cgroup = BlkioCgroup::create(&format!("iosched-scenario-{}", std::process::id()))?;
+            let target = fs.mountpoint().join("test.img");
+            // dd joins the cgroup itself, before exec: all its I/O is charged there.
+            let script = format!(
+                "echo $$ > '{}' && exec dd if=/dev/zero of='{}' bs=512 count={count} \
+                 oflag=dsync status=none",
+                cgroup.procs_file().display(),
+                target.display()
+            );
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", &script]);
+            let recorder = Recorder::start(&tools.trace_bin, disk.name(), &recording)?;
+            let secs = timed(&mut cmd)?;
+            recorder.stop()?;
+            drop(cgroup);
+            fs.unmount()?;
+            (secs, None)
+        }
+    };
+    check()?;
+
+    let report_text = output(
+        Command::new(&tools.trace_bin)
+            .arg("report")
+            .arg("--json")
+            .arg(&recording),
+    )?;
+    let report: Value = serde_json::from_str(&report_text).map_err(|e| ScenarioError::Report {
+        path: recording.clone(),
+        err: e.to_string(),
+    })?;
+    let kept = options.keep.is_some();
+    if kept {
+        let path = out_dir.join(format!("{}.report.json", run.label));
+        fs::write(&path, &report_text).map_err(io_err(format!("writing {}", path.display())))?;
+    }
+    let summary =
+        RunSummary::from_report(run, &report, workload_secs, fio.as_ref()).map_err(|err| {
+            ScenarioError::Report {
+                path: recording.clone(),
+                err,
+            }
+        })?;
+    Ok(RunOutcome {
+        run: run.clone(),
+        recording: kept.then_some(recording),
+        report,
+        summary,
+        workload_secs,
+        fio,
+    })
+}
+
+fn shown(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for arg in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&arg.to_string_lossy());
+    }
+    s
+}
+
+fn check_status(cmd: &Command, status: ExitStatus, stderr: &[u8]) -> Result<(), ScenarioError> {
+    if status.success() {
+        return Ok(());
+    }
+    Err(ScenarioError::Command {
+        command: shown(cmd),
+        status: status.to_string(),
+        stderr: String::from_utf8_lossy(stderr).trim().to_owned(),
+    })
+}
+
+/// Runs `cmd` to completion; its stdout.
+fn output(cmd: &mut Command) -> Result<String, ScenarioError> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(io_err(format!("starting {}", shown(cmd))))?;
+    check_status(cmd, out.status, &out.stderr)?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs the workload `cmd` to completion; its wall time in seconds.
+fn timed(cmd: &mut Command) -> Result<f64, ScenarioError> {
+    let start = Instant::now();
+    let out = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+        .map_err(io_err(format!("starting {}", shown(cmd))))?;
+    let secs = start.elapsed().as_secs_f64();
+    check_status(cmd, out.status, &out.stderr)?;
+    Ok(secs)
+}
+
+/// A fresh directory under /dev/shm, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(prefix: &str) -> Result<Self, ScenarioError> {
+        let path = PathBuf::from(format!("/dev/shm/{prefix}-{}", std::process::id()));
+        fs::create_dir(&path).map_err(io_err(format!("creating {}", path.display())))?;
+        Ok(Self(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `iosched-trace record -d DEV -o FILE` as our child; stopped with SIGINT, killed on drop if
+/// still running.
+struct Recorder {
+    child: Option<Child>,
+    lines: mpsc::Receiver<String>,
+    said: Vec<String>,
+}
+
+impl Recorder {
+    fn start(bin: &Path, device: &str, output: &Path) -> Result<Self, ScenarioError> {
+        let mut child = Command::new(bin)
+            .args(["record", "-d", device, "-o"])
+            .arg(output)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(io_err(format!("starting {}", bin.display())))?;
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut recorder = Self {
+            child: Some(child),
+            lines,
+            said: Vec::new(),
+        };
+        let deadline = Instant::now() + RECORDER_READY;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match recorder.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let ready = line.starts_with("recording: ready");
+                    recorder.said.push(line);
+                    if ready {
+                        return Ok(recorder);
+                    }
+                }
+                Err(_) => {
+                    return Err(ScenarioError::Recorder(format!(
+                        "not ready within {} s; it said:\n{}",
+                        RECORDER_READY.as_secs(),
+                        recorder.said.join("\n")
+                    )));
+                }
+            }
+        }
+    }
+
+    /// SIGINT, then waits for the file to be written; fails if the recorder failed or lost
+    /// events (a recording with holes would make every number below it doubtful).
+    fn stop(mut self) -> Result<(), ScenarioError> {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: kill(2) on our own child's pid, not yet reaped.
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+        let deadline = Instant::now() + RECORDER_STOP;
+        let status = loop {
+            if let Some(status) = child
+                .try_wait()
+                .map_err(io_err("waiting for the recorder"))?
+            {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(ScenarioError::Recorder(format!(
+                    "did not stop within {} s of SIGINT",
+                    RECORDER_STOP.as_secs()
+                )));
+            }
+            thread::sleep(Duration::from_millis(20));
+        };
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.said.push(line);
+        }
+        if !status.success() {
+            return Err(ScenarioError::Recorder(format!(
+                "exited with {status}; it said:\n{}",
+                self.said.join("\n")
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// ext4 made on the emulated disk and mounted on a directory of ours; unmounted on drop.
+struct Ext4 {
+    mountpoint: PathBuf,
+    mounted: bool,
+}
+
+impl Ext4 {
+    fn make_and_mount(device: &Path, mountpoint: &Path) -> Result<Self, ScenarioError> {
+        // Inode tables and journal initialised now, not by ext4lazyinit in the background
+        // while we record; no discard (the emulated disk does not implement it).
+        output(
+            Command::new("mkfs.ext4")
+                .args([
+                    "-q",
+                    "-F",
+                    "-E",
+                    "lazy_itable_init=0,lazy_journal_init=0,nodiscard",
+                ])
+                .arg(device),
+        )?;
+        fs::create_dir_all(mountpoint)
+            .map_err(io_err(format!("creating {}", mountpoint.display())))?;
+        output(Command::new("mount").arg(device).arg(mountpoint))?;
+        let fs = Self {
+            mountpoint: mountpoint.to_owned(),
+            mounted: true,
+        };
+        // The mount's own writes (superblock, journal replay check) before recording starts.
+        output(Command::new("sync").arg("-f").arg(mountpoint))?;
+        Ok(fs)
+    }
+
+    fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    fn unmount(mut self) -> Result<(), ScenarioError> {
+        self.mounted = false;
+        output(Command::new("umount").arg(&self.mountpoint)).map(drop)
+    }
+}
+
+impl Drop for Ext4 {
+    fn drop(&mut self) {
+        if self.mounted && is_mounted(&self.mountpoint) {
+            let ok = Command::new("umount")
+                .arg(&self.mountpoint)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                // Lazy: the disk's teardown must not be blocked by a busy mount.
+                let _ = Command::new("umount")
+                    .arg("-l")
+                    .arg(&self.mountpoint)
+                    .status();
+            }
+        }
+    }
+}
+
+/// A child cgroup of the blkio hierarchy (cgroup v1; this is where BFQ's groups come from on
+/// a hybrid host), or of the unified hierarchy where there is no v1 blkio; removed on drop
+/// (its only member, dd, has exited by then).
+struct BlkioCgroup(PathBuf);
+
+impl BlkioCgroup {
+    fn create(name: &str) -> Result<Self, ScenarioError> {
+        let root = blkio_root().ok_or_else(|| ScenarioError::Io {
+            what: "no blkio (cgroup v1) nor cgroup2 hierarchy mounted".into(),
+            err: io::ErrorKind::NotFound.into(),
+        })?;
+        let path = root.join(name);
+        fs::create_dir(&path).map_err(io_err(format!("creating cgroup {}", path.display())))?;
+        Ok(Self(path))
+    }
+
+    fn procs_file(&self) -> PathBuf {
+        self.0.join("cgroup.procs")
+    }
+}
+
+impl Drop for BlkioCgroup {
+    fn drop(&mut self) {
+        // rmdir (not remove_dir_all): a cgroup directory is removed as a whole, and only
+        // when empty.
+        for _ in 0..50 {
+            if fs::remove_dir(&self.0).is_ok() || !self.0.exists() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!(
+            "iosched-testbed: WARNING: could not remove cgroup {}",
+            self.0.display()
+        );
+    }
+}
+
+/// The mount point of the v1 blkio hierarchy, else of cgroup2 (from /proc/self/mountinfo).
+fn blkio_root() -> Option<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mut v2 = None;
+    for line in info.lines() {
+        // "... MOUNTPOINT OPTIONS ... - FSTYPE SOURCE SUPEROPTIONS"
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(mountpoint), Some(fstype), Some(superopts)) =
+            (fields.get(4), fields.get(dash + 1), fields.get(dash + 3))
+        else {
+            continue;
+        };
+        if *fstype == "cgroup" && superopts.split(',').any(|o| o == "blkio") {
+            return Some(PathBuf::from(mountpoint));
+        }
+        if *fstype == "cgroup2" && v2.is_none() {
+            v2 = Some(PathBuf::from(mountpoint));
+        }
+    }
+    v2
+}

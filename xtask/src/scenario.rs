@@ -1,0 +1,67 @@
+//! `cargo xtask scenario NAME`: one seed scenario (crate iosched-testbed, module `scenario`)
+//! on a fresh emulated disk, every run recorded and reported by `iosched-trace`, then one
+//! comparison table. Everything is torn down at the end, also after an error or Ctrl-C.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Args;
+use iosched_testbed::scenario::{self, RunOptions, RunSummary, Tools};
+
+use crate::{BinArgs, cmd, disk, scratch};
+
+#[derive(Args)]
+pub struct ScenarioArgs {
+    /// Which scenario.
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(scenario::NAMES))]
+    name: String,
+    /// Keep each run's recording and report in DIR/NAME/ (LABEL.istrace, LABEL.report.json).
+    #[arg(long, value_name = "DIR")]
+    keep: Option<PathBuf>,
+    /// Print the runs' summaries as JSON on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    bin: BinArgs,
+}
+
+pub fn run(args: &ScenarioArgs) -> anyhow::Result<()> {
+    cmd::require_root(
+        "scenario",
+        "it mounts FUSE, attaches a loop device and loads eBPF programs",
+    )?;
+    scratch::catch_interrupts()?;
+    let scenario = scenario::by_name(&args.name).context("unknown scenario")?;
+    let tools = Tools {
+        trace_bin: args.bin.resolve()?,
+        daemon_bin: disk::build_daemon()?,
+    };
+    scratch::check_interrupted()?;
+    let outcomes = scenario::run(
+        &scenario,
+        &tools,
+        &RunOptions {
+            keep: args.keep.clone(),
+            interrupted: &scratch::interrupted,
+            verbose: true,
+        },
+    )
+    .with_context(|| format!("scenario {}", scenario.name))?;
+    let summaries: Vec<RunSummary> = outcomes.iter().map(|o| o.summary.clone()).collect();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summaries)?);
+    } else {
+        println!(
+            "\nscenario {} (seed {}): {}\n",
+            scenario.name, scenario.seed, scenario.about
+        );
+        print!("{}", scenario::table(&summaries));
+    }
+    if let Some(dir) = &args.keep {
+        eprintln!(
+            "scenario: recordings and reports kept in {}",
+            dir.join(scenario.name).display()
+        );
+    }
+    Ok(())
+}
