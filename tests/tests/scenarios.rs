@@ -66,14 +66,35 @@ fn multi_reader_two_readers_alternate_unless_bfq_idles() {
             "{label}: no idling: {:.2}%",
             r.idle_with_pending_pct
         );
+        // Alternation, seen from outside: one-request service slices.
+        for p in r.processes.iter().filter(|p| p.comm == "fio") {
+            assert!(
+                p.slices > 20 && p.slice_mean_requests < 3.0,
+                "{label}: fio ({}) alternates: {} slices of {:.1} requests",
+                p.pid,
+                p.slices,
+                p.slice_mean_requests
+            );
+        }
     }
     let idling = get(&runs, "bfq-ll0-2j");
     if idling.mb_per_s > one / 2.0 {
-        assert!(
-            idling.idle_with_pending_pct > 1.0 && idling.idle_between("fio", "fio") > 20_000_000,
-            "bfq low_latency=0 streamed two readers ({:.2} MB/s) without idling? {:.2}%",
-            idling.mb_per_s,
-            idling.idle_with_pending_pct
+        // Streaming two readers means serving each for long runs: BFQ keeps the device for
+        // the in-service reader (its idle timer bridges the reader's think time, mostly too
+        // short to count as waste) until its budget is spent.
+        for p in idling.processes.iter().filter(|p| p.comm == "fio") {
+            assert!(
+                p.slice_mean_requests > 20.0,
+                "bfq low_latency=0 streamed two readers ({:.2} MB/s) but fio ({}) had slices of \
+                 {:.1} requests",
+                idling.mb_per_s,
+                p.pid,
+                p.slice_mean_requests
+            );
+        }
+        eprintln!(
+            "bfq low_latency=0 streamed two readers ({:.2} MB/s), idle with I/O waiting {:.2}%",
+            idling.mb_per_s, idling.idle_with_pending_pct
         );
     } else {
         eprintln!(

@@ -20,6 +20,10 @@ pub struct ProcessSummary {
     /// Device idle while this process's I/O waited.
     pub idle_suffered_ns: u64,
     pub q2c_max_ns: u64,
+    /// Its service slices (runs of consecutive dispatches): how many, and their mean length
+    /// in requests. One-request slices mean the device alternated between processes.
+    pub slices: u64,
+    pub slice_mean_requests: f64,
 }
 
 /// "Idle after `after`'s completion while `waiting` waited": the report's idling pairs.
@@ -104,6 +108,10 @@ impl RunSummary {
                 idle_caused_ns: int(&p["idle_waste_caused_ns"], "idle_waste_caused_ns")?,
                 idle_suffered_ns: int(&p["idle_waste_suffered_ns"], "idle_waste_suffered_ns")?,
                 q2c_max_ns: p["latency"]["q2c"]["max_ns"].as_u64().unwrap_or(0),
+                slices: p["slices"]["slices"].as_u64().unwrap_or(0),
+                slice_mean_requests: p["slices"]["length_requests"]["mean_ns"]
+                    .as_f64()
+                    .unwrap_or(0.0),
             });
         }
         processes.sort_by_key(|p| std::cmp::Reverse(p.requests));
