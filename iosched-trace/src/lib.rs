@@ -9,6 +9,7 @@
 //! - [`input`]: any trace we read (recordings, blktrace files) as one time-ordered source.
 //! - [`timeline`]: each request's and bio's life, rebuilt from the events.
 //! - [`analysis`]: per device/process/cgroup numbers from the timeline (`report`).
+//! - [`model`]: scheduler models, replay under other schedulers, `explain`.
 //! - [`blktrace`]: blktrace's binary format, read as a trace source and written from ours.
 //! - [`dump`]: blkparse-style text and JSON lines.
 //! - [`cli`]: command-line syntax and validation.
@@ -22,10 +23,12 @@ pub mod devices;
 pub mod dump;
 pub mod event;
 pub mod input;
+pub mod model;
 pub mod preflight;
 pub mod probe;
 pub mod record;
 pub mod recorder;
+pub mod replay_view;
 pub mod report;
 pub mod synth;
 pub mod timeline;
