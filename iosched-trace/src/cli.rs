@@ -42,6 +42,22 @@ pub enum Command {
     /// Why the recorded scheduler was slow here: ranked findings with their evidence and a
     /// model-estimated effect of the fix.
     Explain(ExplainArgs),
+    /// Replay speed of the scheduler models on a synthetic workload (`cargo xtask bench
+    /// replay`): one JSON line per scheduler.
+    #[command(hide = true)]
+    ModelBench(ModelBenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ModelBenchArgs {
+    /// Requests (bios) in the workload.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub requests: u32,
+    #[arg(long, default_value_t = 16)]
+    pub processes: u32,
+    /// Runs per scheduler; the fastest is reported (the machine is shared).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -231,6 +247,10 @@ pub struct RecordArgs {
     /// Print notes on optional probes, and the verifier log if a program is refused.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Also record the I/O scheduler's own decision log (BFQ's messages, through the ftrace
+    /// blk tracer; tracefs settings are restored afterwards).
+    #[arg(long)]
+    pub sched_log: bool,
 }
 
 #[derive(Debug, clap::Args)]

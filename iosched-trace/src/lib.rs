@@ -5,7 +5,8 @@
 //!   programs need; decoding request flags.
 //! - [`preflight`], [`devices`]: can we trace here, and which disks.
 //! - [`capture`]: loading and attaching the eBPF programs, draining their ring buffer.
-//! - [`record`]: our recording format; [`recorder`]: the `record` command's loop.
+//! - [`record`]: our recording format; [`recorder`]: the `record` command's loop;
+//!   [`schedlog`]: the scheduler's own messages through the ftrace blk tracer.
 //! - [`input`]: any trace we read (recordings, blktrace files) as one time-ordered source.
 //! - [`timeline`]: each request's and bio's life, rebuilt from the events.
 //! - [`analysis`]: per device/process/cgroup numbers from the timeline (`report`).
@@ -30,5 +31,6 @@ pub mod record;
 pub mod recorder;
 pub mod replay_view;
 pub mod report;
+pub mod schedlog;
 pub mod synth;
 pub mod timeline;

@@ -48,7 +48,39 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Convert(args) => convert(args),
         Command::Replay(args) => replay(args),
         Command::Explain(args) => explain(args),
+        Command::ModelBench(args) => model_bench(&args),
     }
+}
+
+fn model_bench(args: &iosched_trace::cli::ModelBenchArgs) -> anyhow::Result<ExitCode> {
+    use model::{replay, scenarios, sched::SchedKind};
+    let w = scenarios::mixed(args.requests, args.processes);
+    let r = replay::Replayer::new(
+        w,
+        Some(scenarios::flat_disk(100_000.0, 20_000.0)),
+        vec![0, 1],
+    )?;
+    for kind in SchedKind::ALL {
+        let cfg = replay::Config::parse(kind.name(), &Default::default())?;
+        let mut secs = f64::INFINITY;
+        let mut requests = 0;
+        for _ in 0..args.repeat.max(1) {
+            let t = std::time::Instant::now();
+            requests = r.run_bare(&cfg)?;
+            secs = secs.min(t.elapsed().as_secs_f64());
+        }
+        println!(
+            "{}",
+            serde_json::json!({
+                "sched": kind.name(),
+                "bios": r.workload.ios.len(),
+                "requests": requests,
+                "seconds": secs,
+                "bios_per_sec": r.workload.ios.len() as f64 / secs,
+            })
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The workload of one device of a trace, ready to replay, and the recording's own numbers.
@@ -278,6 +310,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         verbose: args.verbose,
         progress: true,
         command_line: std::env::args().collect(),
+        sched_log: args.sched_log,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

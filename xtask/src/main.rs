@@ -5,6 +5,7 @@
 //! cleans up after itself.
 
 mod bench;
+mod bench_replay;
 mod cmd;
 mod demo;
 mod disk;
@@ -53,6 +54,8 @@ enum BenchCommand {
     /// Exits non-zero when the target (recording/baseline IOPS >= 0.78, no lost events) is
     /// missed.
     Capture(bench::CaptureArgs),
+    /// Replay speed of the scheduler models (requests/s); exits non-zero below 2M/s.
+    Replay(bench_replay::ReplayArgs),
 }
 
 /// How demo and bench get the `iosched-trace` binary.
@@ -94,6 +97,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Test => test::run().map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Bench(BenchCommand::Capture(args)) => bench::capture(&args),
+        Command::Bench(BenchCommand::Replay(args)) => bench_replay::replay(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
     }
 }

@@ -242,12 +242,33 @@ pub fn run(
             aux: 0,
         },
     };
-    for (i, io) in w.ios.iter().enumerate() {
-        if let Trigger::At(t) = io.trigger {
-            sim.push(t, Ev::Arrive(i as u32));
-        }
-    }
-    while let Some(Reverse((t, _, ev))) = sim.heap.pop() {
+    // Open-loop bios come from a sorted list, not the heap: a writeback stream can hold
+    // most of a trace's bios, and the heap stays as small as what is in flight.
+    let mut open: Vec<(u64, u32)> = w
+        .ios
+        .iter()
+        .enumerate()
+        .filter_map(|(i, io)| match io.trigger {
+            Trigger::At(t) => Some((t, i as u32)),
+            _ => None,
+        })
+        .collect();
+    open.sort_unstable();
+    let mut open = open.into_iter().peekable();
+    loop {
+        let from_open = match (open.peek(), sim.heap.peek()) {
+            (Some((t, _)), Some(Reverse((h, _, _)))) => t <= h,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let (t, ev) = if from_open {
+            let (t, i) = open.next().expect("peeked");
+            (t, Ev::Arrive(i))
+        } else {
+            let Reverse((t, _, ev)) = sim.heap.pop().expect("peeked");
+            (t, ev)
+        };
         sim.now = t;
         match ev {
             Ev::Arrive(i) => sim.arrive(i),

@@ -63,7 +63,6 @@ struct Queue {
     root_group: bool,
     sorted: BTreeSet<(u64, RqId)>,
     fifo: VecDeque<RqId>,
-    pos: FxHashMap<RqId, u64>,
     dispatched: u32,
     busy: bool,
     start: f64,
@@ -146,6 +145,10 @@ pub struct Bfq {
     burst_large: bool,
     decisions: Vec<Decided>,
     now: u64,
+    /// Requests held in all queues.
+    total_queued: usize,
+    /// Sort key (sector) of each request held, `u64::MAX` once dispatched.
+    rq_pos: Vec<u64>,
 }
 
 impl Bfq {
@@ -198,6 +201,8 @@ impl Bfq {
             burst_large: false,
             decisions: Vec::new(),
             now: 0,
+            total_queued: 0,
+            rq_pos: Vec::new(),
         })
     }
 
@@ -271,16 +276,21 @@ impl Bfq {
         !self.cgroups || self.root_cgroups.contains(&cgroup)
     }
 
-    fn groups_with_pending(&self) -> usize {
-        let mut groups: Vec<u64> = self
-            .queues
-            .iter()
-            .filter(|q| !q.root_group && (q.busy || q.queued() > 0 || q.dispatched > 0))
-            .map(|q| q.cgroup)
-            .collect();
-        groups.sort_unstable();
-        groups.dedup();
-        groups.len()
+    /// Whether more than `thr` (0 or 1) non-root cgroups have queues busy or requests in
+    /// flight (`num_groups_with_pending_reqs > thr`); runs on every completion, so it stops
+    /// at the second group found.
+    fn groups_with_pending_exceed(&self, thr: usize) -> bool {
+        let active = |q: &Queue| !q.root_group && (q.busy || q.queued() > 0 || q.dispatched > 0);
+        let mut first: Option<u64> = None;
+        for q in self.queues.iter().filter(|q| active(q)) {
+            match first {
+                None if thr == 0 => return true,
+                None => first = Some(q.cgroup),
+                Some(g) if g != q.cgroup => return true,
+                Some(_) => {}
+            }
+        }
+        false
     }
 
     fn idling_boosts_thr(&self, q: usize) -> bool {
@@ -302,7 +312,8 @@ impl Bfq {
             return Some(IdleReason::AsymmetricWeights);
         }
         let thr = if self.kernel >= 6001 { 1 } else { 0 };
-        (self.groups_with_pending() > thr).then_some(IdleReason::CgroupsPending)
+        self.groups_with_pending_exceed(thr)
+            .then_some(IdleReason::CgroupsPending)
     }
 
     fn guarantees(&self, q: usize, in_driver: u32) -> Option<IdleReason> {
@@ -358,7 +369,6 @@ impl Bfq {
             root_group: self.is_root(r.cgroup),
             sorted: BTreeSet::new(),
             fifo: VecDeque::new(),
-            pos: FxHashMap::default(),
             dispatched: 0,
             busy: false,
             start: 0.0,
@@ -663,9 +673,10 @@ impl Bfq {
     fn next_rq(&mut self, ctx: &Ctx, q: usize) -> Option<RqId> {
         let sync_idx = usize::from(self.queues[q].sync);
         let expire = self.fifo_expire[sync_idx];
+        let rq_pos = &self.rq_pos;
         let qq = &mut self.queues[q];
         while let Some(&f) = qq.fifo.front() {
-            if qq.pos.contains_key(&f) {
+            if rq_pos.get(f as usize).is_some_and(|p| *p != u64::MAX) {
                 break;
             }
             qq.fifo.pop_front();
@@ -817,7 +828,7 @@ impl Scheduler for Bfq {
             if qq.sorted.remove(&(old_sector, rq)) {
                 let s = ctx.rqs[rq as usize].sector;
                 qq.sorted.insert((s, rq));
-                qq.pos.insert(rq, s);
+                self.rq_pos[rq as usize] = s;
             }
         }
     }
@@ -862,9 +873,13 @@ impl Scheduler for Bfq {
         {
             let qq = &mut self.queues[q];
             qq.sorted.insert((sector, rq));
-            qq.pos.insert(rq, sector);
+            if self.rq_pos.len() <= rq as usize {
+                self.rq_pos.resize(rq as usize + 1, u64::MAX);
+            }
+            self.rq_pos[rq as usize] = sector;
             qq.fifo.push_back(rq);
         }
+        self.total_queued += 1;
         if !self.queues[q].busy {
             self.activate(ctx, q, sectors);
         } else if self.in_service == Some(q) && self.wait_request {
@@ -888,8 +903,7 @@ impl Scheduler for Bfq {
             return None;
         }
         // hw_tag: 32 samples with enough outstanding work, then "queueing" if > 3 in driver.
-        let queued: usize = self.queues.iter().map(|q| q.queued()).sum();
-        if ctx.in_driver as usize + queued > 3 && self.hw_tag.is_none() {
+        if self.hw_tag.is_none() && ctx.in_driver as usize + self.total_queued > 3 {
             self.max_in_driver = self.max_in_driver.max(ctx.in_driver);
             self.hw_samples += 1;
             if self.hw_samples >= 32 {
@@ -908,8 +922,9 @@ impl Scheduler for Bfq {
             .sum();
         self.vtime += f64::from(charge) / wsum.max(1.0);
         let qq = &mut self.queues[q];
-        qq.sorted.remove(&(qq.pos[&rq], rq));
-        qq.pos.remove(&rq);
+        qq.sorted.remove(&(self.rq_pos[rq as usize], rq));
+        self.rq_pos[rq as usize] = u64::MAX;
+        self.total_queued -= 1;
         qq.dispatched += 1;
         qq.service += charge;
         qq.last_pos = ctx.rqs[rq as usize].end();
@@ -984,7 +999,7 @@ impl Scheduler for Bfq {
     }
 
     fn has_work(&self) -> bool {
-        self.queues.iter().any(|q| q.queued() > 0)
+        self.total_queued > 0
     }
 
     fn take_decisions(&mut self) -> Vec<Decided> {
