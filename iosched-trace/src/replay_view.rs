@@ -169,9 +169,30 @@ pub fn render_replay(r: &Replayer, recorded: &Summary, runs: &[Run], decisions: 
             );
             let _ = writeln!(
                 out,
-                "  injections: {}, wakers detected: {}, weight raisings: {}",
-                c.injections, c.wakers, c.raises
+                "  injections: {}, wakers detected: {}, weight raisings: {}, queue merges: {}",
+                c.injections, c.wakers, c.raises, c.merges
             );
+        }
+        if let Some(l) = &run.log_comparison {
+            let _ = writeln!(
+                out,
+                "  against BFQ's own log ({} messages in the trace): queue switches {} (log) vs \
+                 {} (model); expirations log {} / model {}; {:.0}% of the log's expirations \
+                 matched in order with the same process and reason",
+                r.notes.len(),
+                l.log_switches,
+                l.model_switches,
+                kv(&l.log_expirations),
+                kv(&l.model_expirations),
+                l.expirations_matched_pct
+            );
+            if l.log_has_shared_queues {
+                let _ = writeln!(
+                    out,
+                    "  BFQ merged queues of different processes (bfqSHARED): queue merging is \
+                     not modelled, so switches cannot match there"
+                );
+            }
         }
         if c.throttled > 0 {
             let _ = writeln!(out, "  throttled (domain out of tokens): {}", c.throttled);
@@ -272,6 +293,7 @@ pub fn decision_text(r: &Replayer, d: &Decided) -> String {
             *duration_ns as f64 / 1e9
         ),
         Throttled { domain } => format!("{domain} domain out of tokens"),
+        Merge { stream, into } => format!("merge {}'s queue into {}'s", n(*stream), n(*into)),
     };
     format!("{:>12.6} s  {what}", d.t as f64 / 1e9)
 }

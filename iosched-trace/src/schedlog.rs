@@ -241,8 +241,15 @@ pub fn parse_line(line: &str) -> Option<Note> {
         major: maj.trim().parse().ok()?,
         minor: min.trim().parse().ok()?,
     };
-    let after_dev = parts.next()?.trim_start();
-    let after_m = after_dev.strip_prefix('m')?.trim_start();
+    // 6.x prints the cgroup (`1,0`) between the device and the action.
+    let mut rest = parts.next()?.trim_start();
+    for _ in 0..2 {
+        if rest.starts_with("m ") {
+            break;
+        }
+        rest = rest.split_once(char::is_whitespace)?.1.trim_start();
+    }
+    let after_m = rest.strip_prefix("m ")?.trim_start();
     let text = after_m.strip_prefix('N')?.trim();
     Some(Note {
         ts_ns: secs * 1_000_000_000 + frac_ns,
@@ -271,6 +278,12 @@ mod tests {
             n.text,
             "bfq1350S expire (0, slow 0, num_disp 0, short_ttime 1)"
         );
+        let with_cgroup = parse_line(
+            "           <...>-2381    [000] d..1.  5360.247419:   7,2   1,0  m   N bfq2381S add_request 1",
+        )
+        .unwrap();
+        assert_eq!(with_cgroup.text, "bfq2381S add_request 1");
+        assert_eq!(with_cgroup.pid, 2381);
         let with_dash =
             parse_line(" kworker/u4:2-ev-88 [000] d..1. 1.5: 8,16 m N bfq88A /user.slice raising")
                 .unwrap();

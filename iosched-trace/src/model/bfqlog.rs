@@ -8,6 +8,9 @@ use serde::Serialize;
 
 use super::sched::ExpireReason;
 
+/// The pid BFQ's log gives a queue shared by several processes (after queue merging).
+pub const SHARED: u32 = 0;
+
 /// One parsed BFQ note.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "what", rename_all = "snake_case")]
@@ -51,9 +54,18 @@ fn reason_of(code: u32) -> Option<ExpireReason> {
     })
 }
 
-/// `bfq1350S` (optionally followed by a cgroup path) -> (pid, sync, rest of the text).
+/// `bfq1350S` (optionally followed by a cgroup path) -> (pid, sync, rest of the text). A
+/// queue shared by merged processes (`bfqSHARED-S`) has pid [`SHARED`].
 fn queue_prefix(text: &str) -> Option<(u32, bool, &str)> {
     let rest = text.trim_start().strip_prefix("bfq")?;
+    if let Some(shared) = rest.strip_prefix("SHARED-") {
+        let sync = match shared.as_bytes().first() {
+            Some(b'S') => true,
+            Some(b'A') => false,
+            _ => return None,
+        };
+        return Some((SHARED, sync, shared[1..].trim_start()));
+    }
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 {
         return None;
@@ -159,6 +171,14 @@ mod tests {
                 sync: true
             }
         );
+        assert_eq!(
+            parse("bfqSHARED-S expire (2, slow 0, num_disp 0, short_ttime 1)"),
+            BfqLogged::Expire {
+                pid: SHARED,
+                sync: true,
+                reason: ExpireReason::BudgetExhausted
+            }
+        );
         assert!(matches!(
             parse("bfq12S wr_busy 1 boosted 0 IO-bound 1"),
             BfqLogged::Other { pid: Some(12), .. }
@@ -196,4 +216,61 @@ mod tests {
         assert_eq!(expiry_agreement(&model, &log), 0.75);
         assert_eq!(expiry_agreement(&[], &log), 0.0);
     }
+}
+
+/// BFQ's log against the model's decisions for the same trace.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LogComparison {
+    pub log_switches: u64,
+    pub model_switches: u64,
+    pub log_expirations: std::collections::BTreeMap<&'static str, u64>,
+    pub model_expirations: std::collections::BTreeMap<&'static str, u64>,
+    /// Log expirations matched in order by the model with the same process and reason, %.
+    pub expirations_matched_pct: f64,
+    /// BFQ merged queues of different processes (the model does not merge queues).
+    pub log_has_shared_queues: bool,
+}
+
+/// Compares `notes`' BFQ decisions with the model's; `pid_of` maps a model stream to a pid.
+pub fn compare(
+    notes: &[crate::event::Note],
+    decisions: &[super::sched::Decided],
+    pid_of: impl Fn(u32) -> u32,
+) -> LogComparison {
+    use super::sched::Decision;
+    let mut c = LogComparison::default();
+    let mut log_exp = Vec::new();
+    for n in notes {
+        match parse(&n.text) {
+            BfqLogged::InService { pid, .. } => {
+                c.log_switches += 1;
+                c.log_has_shared_queues |= pid == SHARED;
+            }
+            BfqLogged::Expire { pid, reason, .. } => {
+                *c.log_expirations.entry(reason.name()).or_insert(0) += 1;
+                c.log_has_shared_queues |= pid == SHARED;
+                log_exp.push((pid, reason));
+            }
+            _ => {}
+        }
+    }
+    let mut model_exp = Vec::new();
+    for d in decisions {
+        match &d.d {
+            Decision::InService { .. } => c.model_switches += 1,
+            Decision::Expire {
+                stream,
+                reason,
+                shared,
+                ..
+            } => {
+                *c.model_expirations.entry(reason.name()).or_insert(0) += 1;
+                let pid = if *shared { SHARED } else { pid_of(*stream) };
+                model_exp.push((pid, *reason));
+            }
+            _ => {}
+        }
+    }
+    c.expirations_matched_pct = 100.0 * expiry_agreement(&model_exp, &log_exp);
+    c
 }

@@ -80,6 +80,8 @@ pub struct Replayer {
     pub fit: Option<FitQuality>,
     pub env: SchedEnv,
     pub recorded_scheduler: Option<String>,
+    /// The scheduler's own messages in the trace (`record --sched-log`).
+    pub notes: Vec<crate::event::Note>,
 }
 
 /// What one run predicts.
@@ -92,6 +94,8 @@ pub struct Run {
     #[serde(skip)]
     pub decisions: Vec<Decided>,
     pub decision_counts: DecisionCounts,
+    /// Against BFQ's own log, when the trace has one and this is a BFQ run.
+    pub log_comparison: Option<super::bfqlog::LogComparison>,
 }
 
 /// The numbers a comparison shows, for a run or for the recording.
@@ -134,6 +138,8 @@ pub struct DecisionCounts {
     pub wakers: u64,
     pub raises: u64,
     pub throttled: u64,
+    /// Queues merged (BFQ stable merge).
+    pub merges: u64,
 }
 
 impl DecisionCounts {
@@ -166,6 +172,7 @@ impl DecisionCounts {
                 Decision::Waker { .. } => c.wakers += 1,
                 Decision::Raise { .. } => c.raises += 1,
                 Decision::Throttled { .. } => c.throttled += 1,
+                Decision::Merge { .. } => c.merges += 1,
             }
         }
         c
@@ -258,7 +265,15 @@ impl Replayer {
     ) -> Result<Replayer, ReplayError> {
         let w = workload::extract(source, device)?;
         let roots = root_cgroups(&w, source.processes());
-        Self::new(w, profile, roots)
+        let mut r = Self::new(w, profile, roots)?;
+        let dev = r.workload.device.dev;
+        r.notes = source
+            .notes()
+            .iter()
+            .filter(|n| n.dev == dev)
+            .cloned()
+            .collect();
+        Ok(r)
     }
 
     pub fn new(
@@ -286,6 +301,7 @@ impl Replayer {
             fit,
             env,
             recorded_scheduler,
+            notes: Vec::new(),
         })
     }
 
@@ -345,7 +361,13 @@ impl Replayer {
         let mut src = MemorySource::new(vec![info], result.events);
         let report = analysis::analyze(&mut src, &analysis::Options::default())?;
         let summary = Summary::of(&report);
+        let log_comparison = (cfg.sched == SchedKind::Bfq && !self.notes.is_empty()).then(|| {
+            super::bfqlog::compare(&self.notes, &result.decisions, |s| {
+                self.workload.streams[s as usize].pid
+            })
+        });
         Ok(Run {
+            log_comparison,
             config: Config {
                 settings,
                 ..cfg.clone()

@@ -14,7 +14,10 @@
 //! - interactive weight raising (x30) with large-burst detection; cgroups counted for
 //!   asymmetry (`> 0` non-root groups before 6.1, `> 1` after).
 //!
-//! Not modelled: soft real-time raising, queue merging (EQM, stable merge), time charging of
+//! - stable merge of queues created together (5.13+, immediate on non-rotational devices).
+//!
+//! Not modelled: soft real-time raising, EQM queue merging, delayed stable merge on
+//! rotational devices, time charging of
 //! slow queues, the inject-limit feedback, ioprio classes, the peak-rate estimator (the
 //! fitted device's sequential rate stands for it).
 
@@ -96,6 +99,10 @@ struct Queue {
     /// completion.
     io_bound_flag: bool,
     requests_within_timer: u32,
+    /// Shared by several processes (queue merging).
+    shared: bool,
+    /// The streams whose I/O goes to this queue.
+    members: Vec<u32>,
     /// Expired because it ran out of requests (may recover its slot if it comes back soon).
     non_blocking_wait_rq: bool,
 }
@@ -147,6 +154,8 @@ pub struct Bfq {
     now: u64,
     /// Requests held in all queues.
     total_queued: usize,
+    /// When the last sync queue was created, and which (stable merge).
+    last_created: Option<(u64, usize)>,
     /// Sort key (sector) of each request held, `u64::MAX` once dispatched.
     rq_pos: Vec<u64>,
 }
@@ -202,6 +211,7 @@ impl Bfq {
             decisions: Vec::new(),
             now: 0,
             total_queued: 0,
+            last_created: None,
             rq_pos: Vec::new(),
         })
     }
@@ -334,7 +344,7 @@ impl Bfq {
     /// `bfq_better_to_idle`, with the clause that held.
     fn better_to_idle(&self, ctx: &Ctx, q: usize) -> Option<IdleReason> {
         let qq = &self.queues[q];
-        if qq.sync && !ctx.stream_has_future(qq.stream) {
+        if qq.sync && !qq.members.iter().any(|m| ctx.stream_has_future(*m)) {
             return None;
         }
         if self.strict {
@@ -359,6 +369,27 @@ impl Bfq {
         };
         if let Some(q) = self.by_key.get(&key) {
             return *q;
+        }
+        // Stable merge (5.13+, "merge bursts of newly-created queues"): on a device with
+        // command queueing and no rotation, a sync queue created within the burst interval
+        // of the previous one in the same group joins it at once.
+        if r.sync
+            && self.kernel >= 5013
+            && !self.rotational
+            && self.hw_tag()
+            && let Some((t, prev)) = self.last_created
+            && ctx.now - t <= BURST_INTERVAL_NS
+            && self.queues[prev].cgroup == r.cgroup
+        {
+            self.by_key.insert(key, prev);
+            self.queues[prev].shared = true;
+            self.queues[prev].members.push(r.stream);
+            let into = self.queues[prev].stream;
+            self.log(Decision::Merge {
+                stream: r.stream,
+                into,
+            });
+            return prev;
         }
         let id = self.queues.len();
         let max = self.bfq_max_budget();
@@ -400,11 +431,14 @@ impl Bfq {
             in_large_burst: false,
             io_bound_flag: true,
             requests_within_timer: 0,
+            shared: false,
+            members: vec![r.stream],
             non_blocking_wait_rq: false,
         });
         self.by_key.insert(key, id);
         if r.sync {
             self.handle_burst(id, ctx.now);
+            self.last_created = Some((ctx.now, id));
         }
         id
     }
@@ -576,7 +610,7 @@ impl Bfq {
         let old_rules = self.kernel < 5012;
         let qq = &mut self.queues[q];
         let served = qq.service;
-        let (stream, sync) = (qq.stream, qq.sync);
+        let (stream, sync, shared) = (qq.stream, qq.sync, qq.shared);
         if old_rules && reason == ExpireReason::TooIdle && served <= 2 * qq.budget / 10 {
             qq.io_bound_flag = false;
             qq.requests_within_timer = 0;
@@ -626,6 +660,7 @@ impl Bfq {
             sync,
             reason,
             served,
+            shared,
         });
     }
 

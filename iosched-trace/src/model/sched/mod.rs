@@ -205,6 +205,14 @@ pub enum Decision {
         sync: bool,
         reason: ExpireReason,
         served: u32,
+        /// The queue is shared by merged processes (BFQ logs it as `bfqSHARED-`).
+        shared: bool,
+    },
+    /// BFQ merged `stream`'s new queue into `into`'s (stable merge of queues created
+    /// together, 5.13+).
+    Merge {
+        stream: u32,
+        into: u32,
     },
     Idle {
         stream: u32,
