@@ -176,6 +176,16 @@ pub fn explain(
                 matches!(d.d, Decision::Inject { into, why: InjectWhy::Waker, .. } if into == s)
             });
             let mut est = estimate(&no_idle, &base, recorded, &pids);
+            let raised = reasons
+                .iter()
+                .any(|r| r.starts_with(IdleReason::WeightRaised.name()));
+            if raised {
+                let fixed = r.run(&cfg(SchedKind::Bfq, &[("low_latency", "0")]))?;
+                let e = estimate(&fixed, &base, recorded, &pids);
+                if e.change_pct > est.change_pct {
+                    est = e;
+                }
+            }
             if dependency && r.env.kernel < 5003 {
                 // What the 5.3 fix (waker detection and injection) would do.
                 let fixed = r.run(&cfg(SchedKind::Bfq, &[("kernel", "5.3")]))?;

@@ -208,3 +208,49 @@ fn explain_says_plainly_when_nothing_is_wrong() {
     let e = explain::explain(&r, &recorded, &report).unwrap();
     assert!(e.verdict.starts_with("nothing is wrong"), "{e:#?}");
 }
+
+/// Seed 000 (bfq-mq vs cfq, 2017): N sequential readers started together on a device with
+/// internal parallelism. With the 4.12 rules every new queue is weight-raised and BFQ idles on
+/// it, serving one reader at a time; from 8 readers on they form a large burst, are not
+/// raised, and run in parallel again. low_latency=0 removes the loss at any N.
+#[test]
+fn fresh_sequential_readers_lose_to_weight_raising_below_a_large_burst() {
+    let dev = DeviceModel::Flash(super::device::FlashModel {
+        latency_ns: 200_000.0,
+        ns_per_sector: 0.0,
+        parallelism: 4,
+    });
+    let readers = |n: u32| {
+        let mut w = empty_workload((0..n).map(|p| stream(10 + p, "fio", 1)).collect());
+        w.device.rotational = Some(false);
+        for p in 0..n {
+            let mut prev = None;
+            for k in 0..300u64 {
+                let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
+                    Trigger::AfterCompletion { io, delay: THINK }
+                });
+                let sector = u64::from(p) * 100_000_000 + k * 8;
+                prev = Some(push(&mut w, p, sector, 8, Op::Read, true, t));
+            }
+        }
+        Replayer::new(w, Some(dev.clone()), vec![0, 1]).unwrap()
+    };
+    let mb = |r: &Replayer, spec: &str| run(r, spec).summary.mb_per_s;
+    let four = readers(4);
+    let raised = mb(&four, "bfq:kernel=4.12");
+    let plain = mb(&four, "bfq:kernel=4.12,low_latency=0");
+    eprintln!(
+        "4 readers, 4.12 rules: low_latency=1 {raised:.1} MB/s, low_latency=0 {plain:.1} MB/s"
+    );
+    assert!(plain > 2.0 * raised, "4 readers: {plain} vs {raised} MB/s");
+    let eight = readers(8);
+    let raised = mb(&eight, "bfq:kernel=4.12");
+    let plain = mb(&eight, "bfq:kernel=4.12,low_latency=0");
+    eprintln!(
+        "8 readers, 4.12 rules: low_latency=1 {raised:.1} MB/s, low_latency=0 {plain:.1} MB/s"
+    );
+    assert!(
+        (raised / plain - 1.0).abs() < 0.1,
+        "8 readers: {plain} vs {raised} MB/s"
+    );
+}

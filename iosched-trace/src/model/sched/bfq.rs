@@ -836,7 +836,11 @@ impl Bfq {
 
     fn end_raising_if_due(&mut self, q: usize, now: u64) {
         let qq = &mut self.queues[q];
-        if qq.wr_coeff > 1 && (now > qq.wr_start + qq.wr_dur || qq.wr_service > MAX_SERVICE_FROM_WR)
+        // Raising ends with time, with service, or once the queue is found in a large burst.
+        if qq.wr_coeff > 1
+            && (qq.in_large_burst
+                || now > qq.wr_start + qq.wr_dur
+                || qq.wr_service > MAX_SERVICE_FROM_WR)
         {
             qq.wr_coeff = 1;
             if qq.busy {
