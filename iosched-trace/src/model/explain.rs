@@ -194,7 +194,10 @@ pub fn explain(
                     est = e;
                 }
             }
-            if timer_waste == 0 && est.change_pct < MIN_EFFECT_PCT {
+            // The what-if is global: cite it only for streams whose idling is a real share
+            // of the run (5%), not every queue BFQ ever idled on.
+            let share = idle_ns as f64 / (base.summary.duration_s * 1e9).max(1.0);
+            if share < 0.05 || (timer_waste == 0 && est.change_pct < MIN_EFFECT_PCT) {
                 continue;
             }
             let (cause, title) = if dependency {
