@@ -39,6 +39,73 @@ pub enum Command {
     /// Watch devices live: per process, throughput, scheduler (Q2D) and device (D2C)
     /// latency, idling waste; refreshed every interval (q quits, ? for keys).
     Live(LiveArgs),
+    /// Replay a trace's workload through a scheduler model: predicted throughput, latency,
+    /// merges and idling, beside the recording's own numbers.
+    Replay(ReplayArgs),
+    /// Why the recorded scheduler was slow here: ranked findings with their evidence and a
+    /// model-estimated effect of the fix.
+    Explain(ExplainArgs),
+    /// Replay speed of the scheduler models on a synthetic workload (`cargo xtask bench
+    /// replay`): one JSON line per scheduler.
+    #[command(hide = true)]
+    ModelBench(ModelBenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ModelBenchArgs {
+    /// Requests (bios) in the workload.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub requests: u32,
+    #[arg(long, default_value_t = 16)]
+    pub processes: u32,
+    /// Runs per scheduler; the fastest is reported (the machine is shared).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: u32,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// A trace (recording or blktrace files).
+    pub file: PathBuf,
+    /// Scheduler model: none, mq-deadline, bfq, kyber (default: the recorded one). Settings
+    /// may follow a colon: `bfq:slice_idle=0,kernel=5.2`.
+    #[arg(long, value_name = "SCHED")]
+    pub sched: Option<String>,
+    /// A tunable (sysfs name, e.g. slice_idle=0, low_latency=0, fifo_batch=1), or a model
+    /// switch (kernel=5.2, depth=32, nomerges=2, cgroups=0). Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Several configurations side by side, the recording first: `bfq,mq-deadline,bfq:slice_idle=0`.
+    #[arg(long, value_name = "S1,S2,...", value_delimiter = ',')]
+    pub compare: Vec<String>,
+    /// The device to replay (name or major:minor); needed when the trace has several.
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub device: Option<String>,
+    /// A device model (JSON) instead of the one fitted from the trace.
+    #[arg(long, value_name = "FILE")]
+    pub device_profile: Option<PathBuf>,
+    /// Print the model's first N decisions (BFQ: in-service switches, idling and why,
+    /// expirations, injections).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub decisions: usize,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// A trace (recording or blktrace files).
+    pub file: PathBuf,
+    /// The device to explain (name or major:minor); needed when the trace has several.
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub device: Option<String>,
+    /// A device model (JSON) instead of the one fitted from the trace.
+    #[arg(long, value_name = "FILE")]
+    pub device_profile: Option<PathBuf>,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -55,6 +122,16 @@ pub struct SynthArgs {
     pub depth: usize,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Instead of the random load: a modelled scenario (`dsync-journal`: seed 001's dd and
+    /// jbd2 cycle; `mixed`: readers and a writer), as the scheduler model would run it.
+    #[arg(long, value_name = "NAME")]
+    pub scenario: Option<String>,
+    /// With --scenario: the scheduler it runs under, with settings (`bfq:kernel=5.2`).
+    #[arg(long, value_name = "SCHED", default_value = "bfq")]
+    pub sched: String,
+    /// With --scenario: how many I/Os (dd writes for dsync-journal).
+    #[arg(long, default_value_t = 1000)]
+    pub ios: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -173,6 +250,10 @@ pub struct RecordArgs {
     /// Print notes on optional probes, and the verifier log if a program is refused.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Also record the I/O scheduler's own decision log (BFQ's messages, through the ftrace
+    /// blk tracer; tracefs settings are restored afterwards).
+    #[arg(long)]
+    pub sched_log: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -240,6 +321,7 @@ impl LiveArgs {
             ring_size: self.ring_size,
             wakeup: self.wakeup,
             extra_events: false,
+            sched_log: false,
             verbose: self.verbose,
         };
         let valid = record.validate(sysfs)?;

@@ -865,7 +865,7 @@ mod tests {
 "#;
 
     const PROLOGUE: &str = r#"
-# iosched-trace recording, format 1.0, written by iosched-trace 0.1.0
+# iosched-trace recording, format 1.1, written by iosched-trace 0.1.0
 # host testhost, kernel 6.18.0-test, boot 00000000-1111-2222-3333-444444444444
 # started 2025-11-30 12:00:00.000000000 UTC (monotonic 1.000000000)
 # command: iosched-trace record -d sda

@@ -255,7 +255,11 @@ impl<R: Read> TraceSource for RecordingSource<R> {
     }
 
     fn notes(&self) -> &[Note] {
-        &self.notes
+        if self.notes.is_empty() {
+            self.reader().notes()
+        } else {
+            &self.notes
+        }
     }
 
     fn lost(&self) -> Option<u64> {

@@ -11,11 +11,11 @@ use clap::Parser;
 use iosched_trace::{
     analysis, blktrace,
     cli::{
-        Cli, Command, ConvertArgs, DumpArgs, LiveArgs, OutputFormat, RecordArgs, ReportArgs,
-        SynthArgs,
+        Cli, Command, ConvertArgs, DumpArgs, ExplainArgs, LiveArgs, OutputFormat, RecordArgs,
+        ReplayArgs, ReportArgs, SynthArgs,
     },
     devices::Sysfs,
-    dump, input, preflight,
+    dump, input, model, preflight,
     record::{DeviceInfo, Header, RecordingWriter, Stats},
     recorder::{self, RecordConfig, human_bytes},
     synth,
@@ -47,6 +47,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Synth(args) => synth(args),
         Command::Convert(args) => convert(args),
         Command::Live(args) => live(args),
+        Command::Replay(args) => replay(args),
+        Command::Explain(args) => explain(args),
+        Command::ModelBench(args) => model_bench(&args),
     }
 }
 
@@ -58,7 +61,132 @@ fn live(args: LiveArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn model_bench(args: &iosched_trace::cli::ModelBenchArgs) -> anyhow::Result<ExitCode> {
+    use model::{replay, scenarios, sched::SchedKind};
+    let w = scenarios::mixed(args.requests, args.processes);
+    let r = replay::Replayer::new(
+        w,
+        Some(scenarios::flat_disk(100_000.0, 20_000.0)),
+        vec![0, 1],
+    )?;
+    for kind in SchedKind::ALL {
+        let cfg = replay::Config::parse(kind.name(), &Default::default())?;
+        let mut secs = f64::INFINITY;
+        let mut requests = 0;
+        for _ in 0..args.repeat.max(1) {
+            let t = std::time::Instant::now();
+            requests = r.run_bare(&cfg)?;
+            secs = secs.min(t.elapsed().as_secs_f64());
+        }
+        println!(
+            "{}",
+            serde_json::json!({
+                "sched": kind.name(),
+                "bios": r.workload.ios.len(),
+                "requests": requests,
+                "seconds": secs,
+                "bios_per_sec": r.workload.ios.len() as f64 / secs,
+            })
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The workload of one device of a trace, ready to replay, and the recording's own numbers.
+fn replayer_for(
+    file: &std::path::Path,
+    device: Option<&str>,
+    profile: Option<&std::path::Path>,
+) -> anyhow::Result<(
+    model::replay::Replayer,
+    model::replay::Summary,
+    analysis::Report,
+)> {
+    let profile = profile.map(model::device::DeviceModel::load).transpose()?;
+    let mut source = input::open(file)?;
+    let r = model::replay::Replayer::from_source(source.as_mut(), device, profile)?;
+    let mut again = input::open(file)?;
+    let (recorded, report) =
+        model::replay::recorded_summary(again.as_mut(), &r.workload.device.dev.to_string())?;
+    Ok((r, recorded, report))
+}
+
+fn write_out(text: &str) -> anyhow::Result<()> {
+    let stdout = io::stdout();
+    let mut out = stdout.lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}
+
+fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
+    let extra = model::sched::Settings::parse_pairs(&args.set)?;
+    let (r, recorded, _) = replayer_for(
+        &args.file,
+        args.device.as_deref(),
+        args.device_profile.as_deref(),
+    )?;
+    let specs: Vec<String> = if !args.compare.is_empty() {
+        args.compare.clone()
+    } else if let Some(s) = &args.sched {
+        vec![s.clone()]
+    } else {
+        vec![
+            r.recorded_scheduler
+                .clone()
+                .context("the trace does not say which scheduler was recorded; give --sched")?,
+        ]
+    };
+    let mut runs = Vec::new();
+    for spec in &specs {
+        let cfg = model::replay::Config::parse(spec, &extra)?;
+        runs.push(
+            r.run(&cfg)
+                .with_context(|| format!("replaying under {spec}"))?,
+        );
+    }
+    let text = if args.json {
+        let doc = serde_json::json!({
+            "schema": "iosched-trace-replay/1",
+            "device": r.workload.device.name,
+            "device_model": r.device,
+            "fit": r.fit,
+            "workload": r.workload.streams,
+            "recorded": recorded,
+            "runs": runs,
+        });
+        let mut s = serde_json::to_string_pretty(&doc)?;
+        s.push('\n');
+        s
+    } else {
+        iosched_trace::replay_view::render_replay(&r, &recorded, &runs, args.decisions)
+    };
+    write_out(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
+    let (r, recorded, report) = replayer_for(
+        &args.file,
+        args.device.as_deref(),
+        args.device_profile.as_deref(),
+    )?;
+    let e = model::explain::explain(&r, &recorded, &report)?;
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&e)?;
+        s.push('\n');
+        s
+    } else {
+        iosched_trace::replay_view::render_explain(&r, &e)
+    };
+    write_out(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn synth(args: SynthArgs) -> anyhow::Result<ExitCode> {
+    if let Some(name) = &args.scenario {
+        return synth_scenario(&args, name);
+    }
     let spec = synth::Spec {
         events: args.events,
         processes: args.processes.max(1),
@@ -90,6 +218,53 @@ fn synth(args: SynthArgs) -> anyhow::Result<ExitCode> {
         totals.events,
         totals.requests,
         totals.bios,
+        args.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A modelled scenario written as a recording, as if recorded under `--sched`.
+fn synth_scenario(args: &SynthArgs, name: &str) -> anyhow::Result<ExitCode> {
+    use model::scenarios;
+    let (w, dev) = match name {
+        "dsync-journal" => (
+            scenarios::dsync_journal(args.ios),
+            scenarios::flat_disk(400_000.0, 100_000.0),
+        ),
+        "mixed" => (
+            scenarios::mixed(args.ios, args.processes),
+            scenarios::flat_disk(4_000_000.0, 100_000.0),
+        ),
+        other => anyhow::bail!("unknown scenario {other:?} (known: dsync-journal, mixed)"),
+    };
+    let cfg = model::replay::Config::parse(&args.sched, &Default::default())?;
+    let events = scenarios::trace(&w, &dev, cfg.sched, &cfg.settings)?;
+    let mut device = w.device.clone();
+    device.scheduler = Some(cfg.sched.name().to_string());
+    device.iosched = cfg.settings.0.clone();
+    let mut header = Header::for_this_host(vec![device], std::env::args().collect());
+    if let Some(k) = cfg.settings.0.get("kernel") {
+        header.kernel_release = format!("{k}.0-model");
+    }
+    header
+        .notes
+        .push(format!("modelled scenario {name} under {}", args.sched));
+    let file = std::fs::File::create(&args.output)
+        .with_context(|| format!("creating {}", args.output.display()))?;
+    let mut writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &header)?;
+    for ev in &events {
+        writer.push(ev)?;
+    }
+    let stats = Stats {
+        sent: events.len() as u64,
+        ..Default::default()
+    };
+    let footer = writer.footer(stats, 0, "synthetic");
+    writer.finish(&footer)?;
+    eprintln!(
+        "scenario {name} under {}: {} events -> {}",
+        args.sched,
+        events.len(),
         args.output.display()
     );
     Ok(ExitCode::SUCCESS)
@@ -144,6 +319,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         verbose: args.verbose,
         progress: true,
         command_line: std::env::args().collect(),
+        sched_log: args.sched_log,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

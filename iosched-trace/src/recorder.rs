@@ -42,6 +42,9 @@ pub struct RecordConfig {
     /// One progress line, rewritten in place (only on a TTY).
     pub progress: bool,
     pub command_line: Vec<String>,
+    /// Capture the scheduler's own messages (BFQ's decision log) through the ftrace blk
+    /// tracer ([`crate::schedlog`]).
+    pub sched_log: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -117,6 +120,28 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         }
         header.notes.push(note);
     }
+
+    // The scheduler's log: its guard restores tracefs when dropped, also on an error below.
+    let sched_log = if config.sched_log {
+        let disks: Vec<(String, crate::event::Dev)> = config
+            .disks
+            .iter()
+            .filter(|d| d.request_based)
+            .map(|d| (d.name.clone(), d.dev))
+            .collect();
+        if !header
+            .devices
+            .iter()
+            .any(|d| d.scheduler.as_deref() == Some("bfq"))
+        {
+            eprintln!(
+                "note: --sched-log: no traced device uses bfq; other schedulers log little or nothing"
+            );
+        }
+        Some(crate::schedlog::SchedLog::start(&disks).context("--sched-log")?)
+    } else {
+        None
+    };
 
     let mut writer: Box<dyn Sink> = match config.format {
         OutputFormat::Recording => {
@@ -200,6 +225,16 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     capture.detach()?;
     capture.drain(&mut batch);
     store(&mut batch, writer.as_mut(), &mut processes)?;
+    if let Some(log) = sched_log {
+        let (notes, warnings) = log.stop();
+        for w in warnings {
+            eprintln!("warning: --sched-log: {w}");
+        }
+        writer.notes(&notes)?;
+        if config.verbose || notes.is_empty() {
+            eprintln!("--sched-log: {} scheduler messages recorded", notes.len());
+        }
+    }
     let stats = capture.stats()?;
     let bytes = writer.bytes_written();
     let total = writer.finish(&stats, started.elapsed().as_nanos() as u64, ended_by)?;
@@ -231,6 +266,8 @@ trait Sink {
     fn checkpoint(&mut self, stats: &Stats) -> anyhow::Result<()>;
     fn events_pushed(&self) -> u64;
     fn bytes_written(&self) -> u64;
+    /// Stores the scheduler's messages (`--sched-log`).
+    fn notes(&mut self, notes: &[crate::event::Note]) -> anyhow::Result<()>;
     /// Writes the end, syncs, and returns the number of events stored.
     fn finish(
         self: Box<Self>,
@@ -260,6 +297,10 @@ impl Sink for RecordingWriter<BufWriter<File>> {
 
     fn bytes_written(&self) -> u64 {
         RecordingWriter::bytes_written(self)
+    }
+
+    fn notes(&mut self, notes: &[crate::event::Note]) -> anyhow::Result<()> {
+        Ok(self.write_notes(notes)?)
     }
 
     fn finish(
@@ -310,6 +351,17 @@ impl Sink for BlktraceSink {
 
     fn bytes_written(&self) -> u64 {
         self.writer.bytes_written()
+    }
+
+    fn notes(&mut self, notes: &[crate::event::Note]) -> anyhow::Result<()> {
+        if !notes.is_empty() {
+            eprintln!(
+                "warning: --sched-log: blktrace files written here do not keep scheduler \
+                 messages; {} dropped (record in our format to keep them)",
+                notes.len()
+            );
+        }
+        Ok(())
     }
 
     fn finish(self: Box<Self>, _: &Stats, _: u64, _: &str) -> anyhow::Result<u64> {

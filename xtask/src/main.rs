@@ -6,6 +6,7 @@
 
 mod bench;
 mod bench_analyze;
+mod bench_replay;
 mod cmd;
 mod demo;
 mod disk;
@@ -67,6 +68,8 @@ enum BenchCommand {
     ///
     /// Exits non-zero when the target (live/baseline IOPS >= 0.85) is missed.
     Live(bench::LiveArgs),
+    /// Replay speed of the scheduler models (requests/s); exits non-zero below 2M/s.
+    Replay(bench_replay::ReplayArgs),
 }
 
 /// How demo and bench get the `iosched-trace` binary.
@@ -110,6 +113,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Capture(args)) => bench::capture(&args),
         Command::Bench(BenchCommand::Analyze(args)) => bench_analyze::analyze(&args),
         Command::Bench(BenchCommand::Live(args)) => bench::live(&args),
+        Command::Bench(BenchCommand::Replay(args)) => bench_replay::replay(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Scenario(args) => scenario::run(&args).map(|()| ExitCode::SUCCESS),
     }

@@ -9,7 +9,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89IOSCHD\n";
 pub const FORMAT_MAJOR: u16 = 1;
 /// Compatible additions (new chunk types, fields appended to event records, new JSON fields)
 /// bump the minor version; readers accept any minor of their major.
-pub const FORMAT_MINOR: u16 = 0;
+pub const FORMAT_MINOR: u16 = 1;
 /// magic (8) + major (u16) + minor (u16) + reserved (u32, 0).
 pub const FILE_HEADER_LEN: usize = 16;
 
@@ -27,6 +27,8 @@ pub mod chunk_type {
     pub const PROCESSES: u32 = 3;
     pub const STATS: u32 = 4;
     pub const FOOTER: u32 = 5;
+    /// Scheduler messages (`Note`s), JSON; since 1.1.
+    pub const NOTES: u32 = 6;
 }
 
 /// One event record, format 1.0 (layout in docs/FORMAT.md).

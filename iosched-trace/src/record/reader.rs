@@ -30,6 +30,7 @@ pub struct RecordingReader<R: Read> {
     chunk_pos: usize,
     record_size: usize,
     processes: BTreeMap<u32, ProcessInfo>,
+    notes: Vec<crate::event::Note>,
     stats: Option<Stats>,
     footer: Option<Footer>,
     warnings: Vec<String>,
@@ -91,6 +92,7 @@ impl<R: Read> RecordingReader<R> {
             chunk_pos: 0,
             record_size: EVENT_RECORD_SIZE as usize,
             processes: BTreeMap::new(),
+            notes: Vec::new(),
             stats: None,
             footer: None,
             warnings: Vec::new(),
@@ -151,6 +153,11 @@ impl<R: Read> RecordingReader<R> {
         &self.processes
     }
 
+    /// Scheduler messages read so far (NOTES chunks), in the order written.
+    pub fn notes(&self) -> &[crate::event::Note] {
+        &self.notes
+    }
+
     /// The footer's statistics if there is a footer, else the last STATS snapshot seen.
     pub fn stats(&self) -> Option<&Stats> {
         self.footer
@@ -204,6 +211,15 @@ impl<R: Read> RecordingReader<R> {
                     }
                     Err(e) => self.warnings.push(format!(
                         "process chunk at offset {} is not readable ({e}): skipped",
+                        chunk.offset
+                    )),
+                }
+            }
+            chunk_type::NOTES => {
+                match serde_json::from_slice::<Vec<crate::event::Note>>(&chunk.payload) {
+                    Ok(list) => self.notes.extend(list),
+                    Err(e) => self.warnings.push(format!(
+                        "notes chunk at offset {} is not readable ({e}): skipped",
                         chunk.offset
                     )),
                 }

@@ -35,7 +35,7 @@ fn round_trip() {
     } = build_recording(40, 6);
     let (reader, read) = read_all(&bytes).unwrap();
     let mut expected_header = sample_header();
-    expected_header.format_version = "1.0".into();
+    expected_header.format_version = "1.1".into();
     assert_eq!(reader.header(), &expected_header);
     assert_eq!(read, events);
     let by_pid: Vec<_> = reader.processes().values().cloned().collect();
@@ -48,6 +48,39 @@ fn round_trip() {
     assert!(reader.warnings().is_empty(), "{:?}", reader.warnings());
     assert_eq!(reader.events_missing(), 0);
     assert_eq!(reader.offset(), bytes.len() as u64);
+}
+
+/// NOTES chunks (format 1.1) carry scheduler messages; a reader that predates them skips
+/// them (rule 8), which `future_additions_are_skipped` covers for any unknown type.
+#[test]
+fn notes_round_trip() {
+    use crate::event::{Dev, Note};
+    let notes: Vec<Note> = (0..5000u32)
+        .map(|i| Note {
+            ts_ns: 1_000 + u64::from(i),
+            dev: Dev { major: 7, minor: 0 },
+            cpu: (i % 2) as u16,
+            pid: 42,
+            text: format!("bfq{i}S expire (0, slow 0, num_disp 0, short_ttime 1)"),
+        })
+        .collect();
+    let mut w = RecordingWriter::new(Vec::new(), &sample_header()).unwrap();
+    for ev in crate::record::test_support::sample_events(10) {
+        w.push(&ev).unwrap();
+    }
+    w.write_notes(&notes).unwrap();
+    let footer = w.footer(Default::default(), 0, "test");
+    let bytes = w.finish(&footer).unwrap();
+    let (reader, events) = read_all(&bytes).unwrap();
+    assert_eq!(events.len(), 10);
+    assert_eq!(reader.notes(), &notes[..]);
+    assert!(reader.warnings().is_empty(), "{:?}", reader.warnings());
+    // Two chunks (4096 per chunk), each skippable on its own.
+    let n = chunks_of(&bytes)
+        .iter()
+        .filter(|c| c.2 == chunk_type::NOTES)
+        .count();
+    assert_eq!(n, 2);
 }
 
 #[test]
@@ -266,7 +299,7 @@ fn foreign_and_empty_inputs_are_named() {
     v2[8] = 2;
     assert!(matches!(
         RecordingReader::new(&v2[..]),
-        Err(FormatError::UnsupportedVersion { major: 2, minor: 0 })
+        Err(FormatError::UnsupportedVersion { major: 2, minor: 1 })
     ));
     assert!(err(&v2).contains("use a newer iosched-trace"));
 

@@ -91,6 +91,17 @@ impl<W: Write> RecordingWriter<W> {
         Ok(())
     }
 
+    /// Writes pending data, then the notes (scheduler messages) as one NOTES chunk, or
+    /// several if they are many.
+    pub fn write_notes(&mut self, notes: &[crate::event::Note]) -> Result<(), FormatError> {
+        self.write_pending()?;
+        for group in notes.chunks(4096) {
+            let json = to_json("notes", group)?;
+            self.write_chunk(chunk_type::NOTES, &[&json])?;
+        }
+        Ok(())
+    }
+
     /// Writes pending data, then a STATS chunk (readers keep the last one).
     pub fn write_stats(&mut self, s: &Stats) -> Result<(), FormatError> {
         self.write_pending()?;

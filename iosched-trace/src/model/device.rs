@@ -1,0 +1,558 @@
+//! The device side of a replay: how long a request takes, fitted from the trace's own D2C, or
+//! given as a profile.
+//!
+//! - Rotational: one actuator, requests served one at a time in issue order;
+//!   `overhead + positioning(distance) + sectors x transfer`, positioning 0 when a request
+//!   starts where the previous one ended. Positioning is a table over log2 distance bins
+//!   (Disk Mimic, Popovici et al., USENIX ATC'03): it needs no geometry and follows whatever
+//!   seek curve and rotation the disk has.
+//! - Non-rotational: `latency + sectors x transfer` on `parallelism` independent servers.
+//!
+//! Fitting uses service times, not D2C: on a device that serves in issue order a request's
+//! service is `C - max(D, previous C)`, so queued requests count too.
+//!
+//! Owns: service times and their fit. Must not: know about schedulers.
+
+use serde::{Deserialize, Serialize};
+
+use super::workload::ServiceSample;
+
+/// log2 distance bins (sectors): 2^0 .. 2^47.
+const BINS: usize = 48;
+
+/// A fitted or given device model.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DeviceModel {
+    Rotational(RotationalModel),
+    /// A profile in the test bed's terms (`iosched_testbed::model::DiskParams`).
+    Disk {
+        #[serde(flatten)]
+        params: iosched_testbed::model::DiskParams,
+        capacity_bytes: u64,
+    },
+    Flash(FlashModel),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RotationalModel {
+    pub overhead_ns: f64,
+    pub ns_per_sector: f64,
+    /// Positioning time by floor(log2(distance in sectors)); `None` where the trace had no
+    /// sample (filled from neighbours at use).
+    pub positioning_ns: Vec<Option<f64>>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FlashModel {
+    pub latency_ns: f64,
+    pub ns_per_sector: f64,
+    pub parallelism: u32,
+}
+
+/// How well the model explains the trace's service times.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct FitQuality {
+    pub samples: u64,
+    /// Coefficient of determination of per-request service times.
+    pub r2: f64,
+    /// Mean |predicted - observed| / mean observed.
+    pub mean_abs_error_pct: f64,
+    /// (sum predicted - sum observed) / sum observed: the busy time the model would give.
+    pub total_error_pct: f64,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    #[error("{path}: {reason}")]
+    Profile { path: String, reason: String },
+    #[error("the trace has no completed request to fit a device model on; give --device-profile")]
+    NoSamples,
+}
+
+/// Where the head is and when each server is free; owned by the simulator.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceState {
+    pub head: u64,
+    /// Busy-until per server.
+    pub free_at: Vec<u64>,
+}
+
+impl DeviceModel {
+    /// Servers the device has (requests it works on at once).
+    pub fn servers(&self) -> usize {
+        match self {
+            DeviceModel::Flash(f) => f.parallelism.max(1) as usize,
+            _ => 1,
+        }
+    }
+
+    pub fn rotational(&self) -> bool {
+        !matches!(self, DeviceModel::Flash(_))
+    }
+
+    /// Service time of a request at `sector` after one that ended at `head`.
+    pub fn service_ns(&self, head: u64, sector: u64, sectors: u32) -> u64 {
+        let s = f64::from(sectors);
+        let t = match self {
+            DeviceModel::Rotational(m) => {
+                let pos = if sector == head {
+                    0.0
+                } else {
+                    m.positioning(sector.abs_diff(head))
+                };
+                m.overhead_ns + pos + s * m.ns_per_sector
+            }
+            DeviceModel::Disk {
+                params,
+                capacity_bytes,
+            } => {
+                // The test bed's own arithmetic (iosched_testbed::model::DiskModel::serve).
+                let model = iosched_testbed::model::DiskModel::new(
+                    params.clone(),
+                    (*capacity_bytes).max(1),
+                )
+                .expect("validated when loaded");
+                let mut h = iosched_testbed::model::Head { pos: head << 9 };
+                return model
+                    .serve(&mut h, sector << 9, u64::from(sectors) << 9)
+                    .as_nanos() as u64;
+            }
+            DeviceModel::Flash(f) => f.latency_ns + s * f.ns_per_sector,
+        };
+        t.max(1.0) as u64
+    }
+
+    /// Sequential bandwidth in sectors per second (BFQ's peak rate, budgets).
+    pub fn peak_sectors_per_sec(&self) -> f64 {
+        let per_sector = match self {
+            DeviceModel::Rotational(m) => m.ns_per_sector + m.overhead_ns / 256.0,
+            DeviceModel::Disk { params, .. } => {
+                512.0 / (params.transfer_mb_s * 1e6) * 1e9 + params.overhead_us * 1e3 / 256.0
+            }
+            DeviceModel::Flash(f) => {
+                (f.ns_per_sector + f.latency_ns / 256.0) / f64::from(f.parallelism.max(1))
+            }
+        };
+        1e9 / per_sector.max(1e-3)
+    }
+
+    /// Loads a profile (JSON: `{"kind": "disk", "rpm": 7200, ..., "capacity_bytes": N}`,
+    /// `{"kind": "flash", "latency_ns": .., "ns_per_sector": .., "parallelism": ..}`, or a
+    /// fitted model as `replay --json` prints it).
+    pub fn load(path: &std::path::Path) -> Result<DeviceModel, DeviceError> {
+        let err = |reason: String| DeviceError::Profile {
+            path: path.display().to_string(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let m: DeviceModel = serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
+        match &m {
+            DeviceModel::Disk {
+                params,
+                capacity_bytes,
+            } => {
+                iosched_testbed::model::DiskModel::new(params.clone(), *capacity_bytes)
+                    .map_err(|e| err(e.to_string()))?;
+            }
+            DeviceModel::Flash(f) => {
+                if !(f.latency_ns >= 0.0 && f.ns_per_sector >= 0.0 && f.parallelism >= 1) {
+                    return Err(err(
+                        "flash needs latency_ns >= 0, ns_per_sector >= 0, parallelism >= 1".into(),
+                    ));
+                }
+            }
+            DeviceModel::Rotational(r) => {
+                if !(r.overhead_ns >= 0.0 && r.ns_per_sector >= 0.0) {
+                    return Err(err("overhead_ns and ns_per_sector must be >= 0".into()));
+                }
+            }
+        }
+        Ok(m)
+    }
+}
+
+impl RotationalModel {
+    fn positioning(&self, distance: u64) -> f64 {
+        let bin = (63 - distance.max(1).leading_zeros()) as usize;
+        let bin = bin.min(BINS - 1);
+        if let Some(v) = self.positioning_ns.get(bin).copied().flatten() {
+            return v;
+        }
+        // Nearest known bins on each side, linear in bin index between them.
+        let below = (0..bin).rev().find_map(|b| {
+            self.positioning_ns
+                .get(b)
+                .copied()
+                .flatten()
+                .map(|v| (b, v))
+        });
+        let above = (bin + 1..self.positioning_ns.len())
+            .find_map(|b| self.positioning_ns[b].map(|v| (b, v)));
+        match (below, above) {
+            (Some((b0, v0)), Some((b1, v1))) => {
+                v0 + (v1 - v0) * (bin - b0) as f64 / (b1 - b0) as f64
+            }
+            (Some((_, v)), None) | (None, Some((_, v))) => v,
+            // No seek ever seen: a 7200 rpm disk's average (seek + half a turn).
+            (None, None) => 8_000_000.0,
+        }
+    }
+}
+
+/// Service time of each sample on a device that serves in issue order: from the later of
+/// its issue and the previous completion, to its completion. `None` where completions came
+/// out of issue order (the device reordered: not a FIFO server).
+fn fifo_service(samples: &[ServiceSample]) -> Vec<Option<u64>> {
+    let mut prev_c = 0u64;
+    samples
+        .iter()
+        .map(|s| {
+            let start = s.d.max(prev_c);
+            let out = (s.c >= prev_c && s.c >= start).then(|| s.c - start);
+            prev_c = prev_c.max(s.c);
+            out
+        })
+        .collect()
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
+}
+
+/// Least squares y = a + b x; `None` when x does not vary.
+fn linear_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    if points.len() < 2 {
+        return None;
+    }
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if sxx <= f64::EPSILON * n {
+        return None;
+    }
+    let b = sxy / sxx;
+    Some((my - b * mx, b))
+}
+
+/// Fits a model to the trace's requests (in issue order). `rotational`: from the device's
+/// sysfs; `None` lets the fit decide (long seeks cost over a millisecond: rotational).
+pub fn fit(
+    samples: &[ServiceSample],
+    rotational: Option<bool>,
+) -> Result<(DeviceModel, FitQuality), DeviceError> {
+    if samples.is_empty() {
+        return Err(DeviceError::NoSamples);
+    }
+    let mut notes = Vec::new();
+    let service = fifo_service(samples);
+    let rot = fit_rotational(samples, &service, &mut notes);
+    let rotational = rotational.unwrap_or_else(|| {
+        let far: Vec<f64> = rot.positioning_ns[20..].iter().flatten().copied().collect();
+        !far.is_empty() && far.iter().sum::<f64>() / far.len() as f64 > 1e6
+    });
+    let model = if rotational {
+        DeviceModel::Rotational(rot)
+    } else {
+        DeviceModel::Flash(fit_flash(samples, &mut notes))
+    };
+    let quality = quality(&model, samples, &service, notes);
+    Ok((model, quality))
+}
+
+fn fit_rotational(
+    samples: &[ServiceSample],
+    service: &[Option<u64>],
+    notes: &mut Vec<String>,
+) -> RotationalModel {
+    let mut head: Option<u64> = None;
+    let mut seq: Vec<(f64, f64)> = Vec::new();
+    let mut seeks: Vec<(u64, f64, f64)> = Vec::new();
+    for (s, svc) in samples.iter().zip(service) {
+        if let Some(svc) = svc {
+            match head {
+                Some(h) if h == s.sector => seq.push((f64::from(s.sectors), *svc as f64)),
+                Some(h) => seeks.push((s.sector.abs_diff(h), f64::from(s.sectors), *svc as f64)),
+                None => {}
+            }
+        }
+        if s.sectors > 0 {
+            head = Some(s.sector + u64::from(s.sectors));
+        }
+    }
+    // Transfer and overhead from contiguous requests; default to a 120 MB/s disk when
+    // their sizes do not vary (the slope is then unknowable).
+    let default_ns_per_sector = 512.0 / 120e6 * 1e9;
+    let seek_points: Vec<(f64, f64)> = seeks.iter().map(|(_, s, t)| (*s, *t)).collect();
+    let (overhead_ns, ns_per_sector) = match linear_fit(&seq) {
+        Some((a, b)) if b > 0.0 && a >= 0.0 => (a, b),
+        _ => {
+            // The slope from the seeks themselves (size against time over all distances),
+            // else a 120 MB/s disk's.
+            let slope = linear_fit(&seek_points)
+                .map(|(_, b)| b)
+                .filter(|b| *b >= 0.0);
+            let per = slope.unwrap_or_else(|| {
+                notes.push(format!(
+                    "transfer rate assumed ({:.0} MB/s): request sizes do not vary enough to \
+                     fit it",
+                    512.0 / default_ns_per_sector * 1e3
+                ));
+                default_ns_per_sector
+            });
+            let mut over: Vec<f64> = seq.iter().map(|(s, t)| t - s * per).collect();
+            let mut all: Vec<f64> = seeks.iter().map(|(_, s, t)| t - s * per).collect();
+            if seq.is_empty() {
+                notes.push(
+                    "no contiguous request: per-request overhead taken as 10% of the fastest \
+                     non-contiguous one"
+                        .into(),
+                );
+            }
+            let over = median(&mut over)
+                .or_else(|| {
+                    all.sort_by(f64::total_cmp);
+                    all.first().map(|v| v * 0.1)
+                })
+                .unwrap_or(100_000.0)
+                .max(0.0);
+            (over, per)
+        }
+    };
+    let mut bins: Vec<Vec<f64>> = vec![Vec::new(); BINS];
+    for (dist, sectors, t) in &seeks {
+        let bin = ((63 - dist.max(&1).leading_zeros()) as usize).min(BINS - 1);
+        bins[bin].push((t - overhead_ns - sectors * ns_per_sector).max(0.0));
+    }
+    let positioning_ns = bins.iter_mut().map(|b| median(b)).collect();
+    if seeks.is_empty() {
+        notes.push("no non-contiguous request: seek costs assumed (8 ms)".into());
+    }
+    RotationalModel {
+        overhead_ns,
+        ns_per_sector,
+        positioning_ns,
+    }
+}
+
+fn fit_flash(samples: &[ServiceSample], notes: &mut Vec<String>) -> FlashModel {
+    let alone: Vec<(f64, f64)> = samples
+        .iter()
+        .filter(|s| s.depth_at_d <= 1)
+        .map(|s| (f64::from(s.sectors), (s.c - s.d) as f64))
+        .collect();
+    let all: Vec<(f64, f64)> = samples
+        .iter()
+        .map(|s| (f64::from(s.sectors), (s.c - s.d) as f64))
+        .collect();
+    let base = if alone.is_empty() { &all } else { &alone };
+    let (latency_ns, ns_per_sector) = match linear_fit(base) {
+        Some((a, b)) if a >= 0.0 && b >= 0.0 => (a, b),
+        _ => {
+            let mut t: Vec<f64> = base.iter().map(|p| p.1).collect();
+            notes.push("flash: sizes do not vary, bandwidth folded into latency".into());
+            (median(&mut t).unwrap_or(100_000.0), 0.0)
+        }
+    };
+    // Parallelism: the K for which D2C ~ service x max(1, depth / K) fits best.
+    let mut best = (1u32, f64::MAX);
+    for k in [1u32, 2, 4, 8, 16, 32, 64, 128] {
+        let err: f64 = samples
+            .iter()
+            .map(|s| {
+                let svc = latency_ns + f64::from(s.sectors) * ns_per_sector;
+                let pred = svc * (f64::from(s.depth_at_d) / f64::from(k)).max(1.0);
+                (pred - (s.c - s.d) as f64).abs()
+            })
+            .sum();
+        if err < best.1 {
+            best = (k, err);
+        }
+    }
+    FlashModel {
+        latency_ns,
+        ns_per_sector,
+        parallelism: best.0,
+    }
+}
+
+fn quality(
+    model: &DeviceModel,
+    samples: &[ServiceSample],
+    service: &[Option<u64>],
+    notes: Vec<String>,
+) -> FitQuality {
+    let mut head = None;
+    let mut pairs: Vec<(f64, f64)> = Vec::new();
+    for (s, svc) in samples.iter().zip(service) {
+        let observed = match model {
+            DeviceModel::Flash(_) => Some((s.c - s.d) as f64),
+            _ => svc.map(|v| v as f64),
+        };
+        if let (Some(h), Some(obs)) = (head, observed) {
+            let pred = match model {
+                DeviceModel::Flash(f) => {
+                    model.service_ns(h, s.sector, s.sectors) as f64
+                        * (f64::from(s.depth_at_d) / f64::from(f.parallelism)).max(1.0)
+                }
+                _ => model.service_ns(h, s.sector, s.sectors) as f64,
+            };
+            pairs.push((pred, obs));
+        }
+        if s.sectors > 0 {
+            head = Some(s.sector + u64::from(s.sectors));
+        }
+    }
+    let n = pairs.len() as f64;
+    if pairs.is_empty() {
+        return FitQuality {
+            notes,
+            ..Default::default()
+        };
+    }
+    let mean_obs = pairs.iter().map(|p| p.1).sum::<f64>() / n;
+    let ss_tot: f64 = pairs.iter().map(|p| (p.1 - mean_obs).powi(2)).sum();
+    let ss_res: f64 = pairs.iter().map(|p| (p.1 - p.0).powi(2)).sum();
+    let abs: f64 = pairs.iter().map(|p| (p.1 - p.0).abs()).sum::<f64>() / n;
+    let sum_pred: f64 = pairs.iter().map(|p| p.0).sum();
+    let sum_obs: f64 = pairs.iter().map(|p| p.1).sum();
+    FitQuality {
+        samples: pairs.len() as u64,
+        r2: if ss_tot > 0.0 {
+            1.0 - ss_res / ss_tot
+        } else {
+            1.0
+        },
+        mean_abs_error_pct: if mean_obs > 0.0 {
+            100.0 * abs / mean_obs
+        } else {
+            0.0
+        },
+        total_error_pct: if sum_obs > 0.0 {
+            100.0 * (sum_pred - sum_obs) / sum_obs
+        } else {
+            0.0
+        },
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Requests served back to back by a known disk: the fit must give its numbers back.
+    #[test]
+    fn rotational_fit_recovers_a_known_disk() {
+        let truth = |dist: u64| 1_000_000.0 + 200.0 * (dist as f64).sqrt();
+        let (over, per) = (100_000.0, 4_000.0);
+        let mut samples = Vec::new();
+        let mut t = 0u64;
+        let mut head = 0u64;
+        let mut rng = 12345u64;
+        for i in 0..4000u64 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let sectors = 8 * (1 + (rng >> 60) as u32);
+            let sector = if i % 3 == 0 {
+                head
+            } else {
+                (rng >> 20) % (1 << 30)
+            };
+            let pos = if sector == head {
+                0.0
+            } else {
+                truth(sector.abs_diff(head))
+            };
+            let svc = (over + pos + f64::from(sectors) * per) as u64;
+            samples.push(ServiceSample {
+                d: t,
+                c: t + svc,
+                sector,
+                sectors,
+                write: false,
+                depth_at_d: 1,
+            });
+            t += svc + 50_000;
+            head = sector + u64::from(sectors);
+        }
+        let (model, q) = fit(&samples, Some(true)).unwrap();
+        let DeviceModel::Rotational(m) = &model else {
+            panic!("rotational expected")
+        };
+        assert!((m.overhead_ns - over).abs() < 1_000.0, "{}", m.overhead_ns);
+        assert!((m.ns_per_sector - per).abs() < 10.0, "{}", m.ns_per_sector);
+        // Within a bin the true curve varies by sqrt(2): the table's error stays below that.
+        assert!(q.mean_abs_error_pct < 10.0, "{q:?}");
+        assert!(q.total_error_pct.abs() < 5.0, "{q:?}");
+        assert!(q.r2 > 0.9, "{q:?}");
+    }
+
+    #[test]
+    fn queued_requests_count_as_served_back_to_back() {
+        // Three requests issued at once to a FIFO device, 1 ms each.
+        let s = |d, c| ServiceSample {
+            d,
+            c,
+            sector: 0,
+            sectors: 8,
+            write: false,
+            depth_at_d: 1,
+        };
+        let svc = fifo_service(&[s(0, 1_000_000), s(0, 2_000_000), s(0, 3_000_000)]);
+        assert_eq!(svc, vec![Some(1_000_000); 3]);
+    }
+
+    #[test]
+    fn flash_fit_finds_parallelism() {
+        let mut samples = Vec::new();
+        for depth in 1..=32u32 {
+            for i in 0..20u64 {
+                let svc = 50_000.0 * (f64::from(depth) / 8.0).max(1.0);
+                let d = u64::from(depth) * 10_000_000 + i * 100_000;
+                samples.push(ServiceSample {
+                    d,
+                    c: d + svc as u64,
+                    sector: i * 1000,
+                    sectors: 8,
+                    write: false,
+                    depth_at_d: depth,
+                });
+            }
+        }
+        let (model, _) = fit(&samples, Some(false)).unwrap();
+        let DeviceModel::Flash(f) = model else {
+            panic!()
+        };
+        assert_eq!(f.parallelism, 8);
+    }
+
+    #[test]
+    fn bad_profiles_are_refused_with_their_path() {
+        let dir = std::env::temp_dir().join(format!("iosched-devprof-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("p.json");
+        std::fs::write(&p, r#"{"kind":"disk","rpm":0,"transfer_mb_s":100,"overhead_us":1,"seek_min_ms":1,"seek_max_ms":2,"seek_knee":0.2,"capacity_bytes":1000000}"#).unwrap();
+        let e = DeviceModel::load(&p).unwrap_err().to_string();
+        assert!(e.contains("p.json") && e.contains("rpm"), "{e}");
+        std::fs::write(&p, "{").unwrap();
+        assert!(DeviceModel::load(&p).is_err());
+        std::fs::write(&p, r#"{"kind":"disk","rpm":7200,"transfer_mb_s":120,"overhead_us":100,"seek_min_ms":0.8,"seek_max_ms":8,"seek_knee":0.2,"capacity_bytes":1073741824}"#).unwrap();
+        let m = DeviceModel::load(&p).unwrap();
+        // Contiguous 4 KiB: overhead + transfer only.
+        let t = m.service_ns(8, 8, 8);
+        assert!(
+            (t as f64 - (100_000.0 + 4096.0 / 120e6 * 1e9)).abs() < 10.0,
+            "{t}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

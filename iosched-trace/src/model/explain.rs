@@ -1,0 +1,431 @@
+//! "Why is <recorded scheduler> slow here": findings ranked by the model-estimated effect of
+//! their fix, each with its evidence from the trace and from the model's decisions. Effects
+//! are applied to the measured numbers as ratios (measured x predicted-with-fix /
+//! predicted-as-recorded), so a model that is off by a constant factor still ranks causes
+//! right.
+//!
+//! Owns: choosing what-ifs and turning runs into findings. Must not: print.
+
+use serde::Serialize;
+
+use crate::analysis::Report;
+
+use super::{
+    replay::{self, Config, ReplayError, Replayer, Run, Summary},
+    sched::{Decision, IdleReason, InjectWhy, SchedKind, Settings},
+};
+
+/// Findings below this estimated change are not worth a line.
+pub const MIN_EFFECT_PCT: f64 = 10.0;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Estimate {
+    pub what_if: String,
+    /// Throughput of the affected processes (or the device), MB/s.
+    pub measured_mb_s: f64,
+    pub predicted_mb_s: f64,
+    pub change_pct: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    pub cause: &'static str,
+    pub title: String,
+    pub evidence: Vec<String>,
+    pub estimate: Option<Estimate>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Explanation {
+    pub device: String,
+    pub scheduler: Option<String>,
+    pub kernel: u32,
+    /// How well the replay of the recorded configuration reproduces the recording.
+    pub self_check: SelfCheck,
+    pub findings: Vec<Finding>,
+    pub verdict: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SelfCheck {
+    pub recorded_mb_s: f64,
+    pub model_mb_s: f64,
+    pub recorded_q2c_ms: f64,
+    pub model_q2c_ms: f64,
+    pub fit_r2: Option<f64>,
+    pub fit_mean_abs_error_pct: Option<f64>,
+}
+
+fn cfg(sched: SchedKind, pairs: &[(&str, &str)]) -> Config {
+    let mut s = Settings::default();
+    for (k, v) in pairs {
+        s.0.insert((*k).into(), (*v).into());
+    }
+    let mut label = sched.name().to_string();
+    if !pairs.is_empty() {
+        let kv: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        label = format!("{label}:{}", kv.join(","));
+    }
+    Config {
+        label,
+        sched,
+        settings: s,
+    }
+}
+
+/// Throughput of some processes (all when `pids` is empty).
+fn mb_s(s: &Summary, pids: &[u32]) -> f64 {
+    if pids.is_empty() {
+        return s.mb_per_s;
+    }
+    s.processes
+        .iter()
+        .filter(|p| pids.contains(&p.pid))
+        .map(|p| p.mb_per_s)
+        .sum()
+}
+
+fn estimate(what_if: &Run, base: &Run, recorded: &Summary, pids: &[u32]) -> Estimate {
+    let measured = mb_s(recorded, pids);
+    let (b, a) = (mb_s(&base.summary, pids), mb_s(&what_if.summary, pids));
+    let ratio = if b > 0.0 { a / b } else { 1.0 };
+    Estimate {
+        what_if: what_if.config.label.clone(),
+        measured_mb_s: measured,
+        predicted_mb_s: measured * ratio,
+        change_pct: 100.0 * (ratio - 1.0),
+    }
+}
+
+/// Explains the recorded scheduler's behaviour on `r`'s workload. `recorded`: the
+/// recording's own summary (same device).
+pub fn explain(
+    r: &Replayer,
+    recorded: &Summary,
+    recorded_report: &Report,
+) -> Result<Explanation, ReplayError> {
+    let w = &r.workload;
+    let base_cfg = r
+        .recorded_config()
+        .unwrap_or_else(|| cfg(SchedKind::None, &[]));
+    let base = r.run(&base_cfg)?;
+    let mut findings: Vec<Finding> = Vec::new();
+    let name = |s: u32| w.stream_name(s);
+
+    if base_cfg.sched == SchedKind::Bfq {
+        // Idling: per stream, what the model says BFQ idled for and why.
+        let no_idle = r.run(&Config {
+            label: "bfq:slice_idle=0".into(),
+            ..cfg(SchedKind::Bfq, &[("slice_idle", "0")])
+        })?;
+        for (s, st) in w.streams.iter().enumerate() {
+            let s = s as u32;
+            let (n, idle_ns, reasons) = replay::idle_episodes(&base.decisions, s);
+            if n == 0 {
+                continue;
+            }
+            let timer_waste: u64 = base
+                .decisions
+                .iter()
+                .filter_map(|d| match &d.d {
+                    Decision::IdleEnd {
+                        stream,
+                        outcome: super::sched::IdleOutcome::TimerExpired,
+                        waited_ns,
+                        ..
+                    } if *stream == s => Some(*waited_ns),
+                    _ => None,
+                })
+                .sum();
+            let reasons: Vec<String> = reasons
+                .iter()
+                .map(|(r, k)| format!("{} x{k}", r.name()))
+                .collect();
+            let mut evidence = vec![format!(
+                "model: BFQ idled {n} times on {} ({:.1} ms in all, {:.1} ms until the idle \
+                 timer fired with nothing to do); idling because: {}",
+                name(s),
+                idle_ns as f64 / 1e6,
+                timer_waste as f64 / 1e6,
+                reasons.join(", ")
+            )];
+            for (dep, count) in &st.depends_on {
+                evidence.push(format!(
+                    "trace: {count} of {}'s I/Os were issued right after a completion of {} \
+                     (within {} µs): its next I/O depends on that process",
+                    name(s),
+                    name(*dep),
+                    super::workload::DEP_WINDOW_NS / 1000
+                ));
+            }
+            let pair_idle: u64 = recorded_pairs(recorded_report, st.pid);
+            if pair_idle > 0 {
+                evidence.push(format!(
+                    "trace: the device sat idle with I/O pending for {:.1} ms after {}'s \
+                     completions",
+                    pair_idle as f64 / 1e6,
+                    name(s)
+                ));
+            }
+            let dependency = !st.depends_on.is_empty()
+                || w.streams
+                    .iter()
+                    .any(|o| o.depends_on.iter().any(|(d, _)| *d == s));
+            let pids: Vec<u32> = Vec::new();
+            let injected_waker = base.decisions.iter().any(|d| {
+                matches!(d.d, Decision::Inject { into, why: InjectWhy::Waker, .. } if into == s)
+            });
+            let mut est = estimate(&no_idle, &base, recorded, &pids);
+            let raised = reasons
+                .iter()
+                .any(|r| r.starts_with(IdleReason::WeightRaised.name()));
+            if raised {
+                let fixed = r.run(&cfg(SchedKind::Bfq, &[("low_latency", "0")]))?;
+                let e = estimate(&fixed, &base, recorded, &pids);
+                if e.change_pct > est.change_pct {
+                    est = e;
+                }
+            }
+            if dependency && r.env.kernel < 5003 {
+                // What the 5.3 fix (waker detection and injection) would do.
+                let fixed = r.run(&cfg(SchedKind::Bfq, &[("kernel", "5.3")]))?;
+                let e = estimate(&fixed, &base, recorded, &pids);
+                if e.change_pct > est.change_pct {
+                    est = e;
+                }
+            }
+            // The what-if is global: cite it only for streams whose idling is a real share
+            // of the run (5%), not every queue BFQ ever idled on.
+            let share = idle_ns as f64 / (base.summary.duration_s * 1e9).max(1.0);
+            if share < 0.05 || (timer_waste == 0 && est.change_pct < MIN_EFFECT_PCT) {
+                continue;
+            }
+            let (cause, title) = if dependency {
+                (
+                    "idling_on_dependency",
+                    format!(
+                        "BFQ idles on {} waiting for its next request, but that request \
+                         depends on another process's I/O, which the idling holds back",
+                        name(s)
+                    ),
+                )
+            } else if reasons
+                .iter()
+                .any(|r| r.starts_with(IdleReason::BoostsThroughput.name()))
+            {
+                (
+                    "idling_costs_throughput",
+                    format!(
+                        "BFQ idles on {} for throughput, but other processes wait meanwhile",
+                        name(s)
+                    ),
+                )
+            } else {
+                (
+                    "idling_for_guarantees",
+                    format!("BFQ idles on {} to guarantee its share", name(s)),
+                )
+            };
+            if injected_waker {
+                evidence.push(format!(
+                    "model: BFQ detected {}'s waker and injected its I/O while idling",
+                    name(s)
+                ));
+            }
+            findings.push(Finding {
+                cause,
+                title,
+                evidence,
+                estimate: Some(est),
+            });
+        }
+        // Slices too long for the number of processes.
+        let busy = w.streams.iter().filter(|s| s.ios > 10).count();
+        if busy >= 3 {
+            let worst = recorded
+                .processes
+                .iter()
+                .max_by(|a, b| a.q2c_p99_ms.total_cmp(&b.q2c_p99_ms));
+            if let Some(p) = worst
+                && p.q2c_p99_ms > 100.0
+            {
+                let alt = r.run(&cfg(SchedKind::MqDeadline, &[]))?;
+                let alt_p99 = alt.summary.process(p.pid).map_or(0.0, |q| q.q2c_p99_ms);
+                findings.push(Finding {
+                    cause: "slices_too_long",
+                    title: format!(
+                        "{busy} processes share the disk in BFQ slices: {} waits up to {:.0} \
+                         ms (p99 Q2C) for its turn",
+                        p.name, p.q2c_p99_ms
+                    ),
+                    evidence: vec![format!(
+                        "model: under mq-deadline its p99 Q2C would be {alt_p99:.0} ms"
+                    )],
+                    estimate: None,
+                });
+            }
+        }
+    }
+
+    // Missing merges: contiguous bios of one process that went out as separate requests.
+    let recorded_ratio = recorded.merge_ratio;
+    let contiguous = contiguous_bios(r);
+    if contiguous.0 > 0 && recorded_ratio < 1.5 {
+        let alt = r.run(&cfg(SchedKind::MqDeadline, &[]))?;
+        if alt.summary.merge_ratio >= 1.5 * recorded_ratio.max(1.0) {
+            let e = estimate(&alt, &base, recorded, &[]);
+            findings.push(Finding {
+                cause: "missing_merges",
+                title: format!(
+                    "{} of {} bios continue the previous bio of their process, but the recorded \
+                     merge ratio is {:.2}",
+                    contiguous.0, contiguous.1, recorded_ratio
+                ),
+                evidence: vec![format!(
+                    "model: under mq-deadline they would merge ({:.2} bios per request)",
+                    alt.summary.merge_ratio
+                )],
+                estimate: Some(e),
+            });
+        }
+    }
+
+    // Seek-bound: positioning's share of the device's time.
+    if let Some(share) = positioning_share(r)
+        && share > 0.5
+    {
+        findings.push(Finding {
+            cause: "seek_bound",
+            title: format!(
+                "the disk spends {:.0}% of its busy time positioning (seeks and rotation)",
+                share * 100.0
+            ),
+            evidence: vec![format!(
+                "device model: {} requests, fitted from the trace's service times",
+                w.service.len()
+            )],
+            estimate: None,
+        });
+    }
+
+    // Other schedulers.
+    for alt in SchedKind::ALL {
+        if alt == base_cfg.sched {
+            continue;
+        }
+        let run = r.run(&cfg(alt, &[]))?;
+        let e = estimate(&run, &base, recorded, &[]);
+        if e.change_pct >= 25.0 && !findings.iter().any(|f| f.cause == "other_scheduler") {
+            findings.push(Finding {
+                cause: "other_scheduler",
+                title: format!(
+                    "{} would move this workload {:.0}% faster",
+                    alt.name(),
+                    e.change_pct
+                ),
+                evidence: vec![format!(
+                    "model: {:.2} MB/s under {} vs {:.2} MB/s as recorded",
+                    run.summary.mb_per_s,
+                    alt.name(),
+                    base.summary.mb_per_s
+                )],
+                estimate: Some(e),
+            });
+        }
+    }
+
+    findings.sort_by(|a, b| {
+        let e = |f: &Finding| f.estimate.as_ref().map_or(0.0, |e| e.change_pct.abs());
+        e(b).total_cmp(&e(a))
+    });
+    // Characteristics of the workload (seek-bound) are notes, not faults.
+    let significant = findings
+        .iter()
+        .filter(|f| match &f.estimate {
+            Some(e) => e.change_pct.abs() >= MIN_EFFECT_PCT,
+            None => f.cause != "seek_bound",
+        })
+        .count();
+    let injected = base.decisions.iter().any(|d| {
+        matches!(
+            d.d,
+            Decision::Inject {
+                why: InjectWhy::Waker,
+                ..
+            }
+        )
+    });
+    let verdict = if significant == 0 {
+        if injected {
+            "nothing is wrong: BFQ idled, but it detected the waker and injected its I/O, so no \
+             time was lost to idling"
+                .to_string()
+        } else {
+            "nothing is wrong: no change of scheduler or tunable the model tried would gain \
+             10% or more"
+                .to_string()
+        }
+    } else {
+        format!("{significant} finding(s); the first has the largest estimated effect")
+    };
+    Ok(Explanation {
+        device: w.device.name.clone(),
+        scheduler: r.recorded_scheduler.clone(),
+        kernel: r.env.kernel,
+        self_check: SelfCheck {
+            recorded_mb_s: recorded.mb_per_s,
+            model_mb_s: base.summary.mb_per_s,
+            recorded_q2c_ms: recorded.q2c_mean_ms,
+            model_q2c_ms: base.summary.q2c_mean_ms,
+            fit_r2: r.fit.as_ref().map(|f| f.r2),
+            fit_mean_abs_error_pct: r.fit.as_ref().map(|f| f.mean_abs_error_pct),
+        },
+        findings,
+        verdict,
+    })
+}
+
+/// Idle-with-pending time the recording attributes to `pid`'s completions (from the
+/// workload's own trace: measured, not modelled).
+fn recorded_pairs(report: &Report, pid: u32) -> u64 {
+    report
+        .idling
+        .pairs
+        .iter()
+        .filter(|p| p.after_pid == pid && p.waiting_pid != pid)
+        .map(|p| p.total_ns)
+        .sum()
+}
+
+/// (bios contiguous with their process's previous bio, all bios).
+fn contiguous_bios(r: &Replayer) -> (u64, u64) {
+    let w = &r.workload;
+    let mut last_end = vec![u64::MAX; w.streams.len()];
+    let mut n = 0;
+    for io in &w.ios {
+        if last_end[io.stream as usize] == io.sector && io.sectors > 0 {
+            n += 1;
+        }
+        last_end[io.stream as usize] = io.sector + u64::from(io.sectors);
+    }
+    (n, w.ios.len() as u64)
+}
+
+/// Share of the device's modelled service time spent positioning (rotational only).
+fn positioning_share(r: &Replayer) -> Option<f64> {
+    if !r.device.rotational() {
+        return None;
+    }
+    let mut head = None;
+    let (mut pos, mut total) = (0.0, 0.0);
+    for s in &r.workload.service {
+        if let Some(h) = head {
+            let t = r.device.service_ns(h, s.sector, s.sectors) as f64;
+            let stream = r.device.service_ns(s.sector, s.sector, s.sectors) as f64;
+            pos += t - stream;
+            total += t;
+        }
+        head = Some(s.sector + u64::from(s.sectors));
+    }
+    (total > 0.0).then(|| pos / total)
+}

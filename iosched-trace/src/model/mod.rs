@@ -1,0 +1,28 @@
+//! The embedded scheduler model: replay a recorded workload under other schedulers and
+//! tunables, and explain why the recorded scheduler was slow.
+//!
+//! - [`workload`]: per-process request streams and their triggers (closed/open loop,
+//!   dependencies between processes), extracted from a trace.
+//! - [`device`]: the device's service time, fitted from the trace's D2C or given.
+//! - [`sched`]: scheduler models (none, mq-deadline, bfq, kyber), pure and deterministic,
+//!   logging their decisions.
+//! - [`sim`]: the discrete-event simulator; it writes our own events, so a replay is
+//!   analysed by [`crate::analysis`], the same code as a recording.
+//! - [`replay`]: configurations, runs, and their comparison with the recording.
+//! - [`explain`]: ranked findings with evidence and a model-estimated effect.
+//! - [`scenarios`]: hand-built workloads (seed 001's dependency cycle, a mixed load).
+//! - [`bfqlog`]: BFQ's own decision log (blktrace `m` notes) parsed into decisions.
+//!
+//! Owns: modelling. Must not: read the kernel, print.
+
+pub mod bfqlog;
+pub mod device;
+pub mod explain;
+pub mod replay;
+pub mod scenarios;
+pub mod sched;
+pub mod sim;
+pub mod workload;
+
+#[cfg(test)]
+mod tests;

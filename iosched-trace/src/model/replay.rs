@@ -1,0 +1,445 @@
+//! Replays: a configuration (scheduler and tunables) run over a workload on a device model,
+//! and what it predicts, measured by the same analysis as the recording
+//! ([`crate::analysis`]) so recorded and predicted numbers share one definition.
+//!
+//! Owns: configurations and their defaults, runs, summaries. Must not: print.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::{
+    analysis::{self, Report},
+    input::{InputError, MemorySource, TraceSource},
+    record::ProcessInfo,
+};
+
+use super::{
+    device::{self, DeviceModel, FitQuality},
+    sched::{
+        self, Decided, Decision, ExpireReason, IdleOutcome, IdleReason, SchedEnv, SchedKind,
+        SettingError, Settings,
+    },
+    sim::{self, SimConfig},
+    workload::{self, Workload, WorkloadError},
+};
+
+/// One configuration: a scheduler with settings.
+#[derive(Clone, Debug, Serialize)]
+pub struct Config {
+    pub label: String,
+    #[serde(serialize_with = "kind_name")]
+    pub sched: SchedKind,
+    pub settings: Settings,
+}
+
+fn kind_name<S: serde::Serializer>(k: &SchedKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(k.name())
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("unknown scheduler {0:?} (known: none, mq-deadline, bfq, kyber)")]
+    UnknownScheduler(String),
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error(transparent)]
+    Device(#[from] device::DeviceError),
+    #[error(transparent)]
+    Input(#[from] InputError),
+}
+
+impl Config {
+    /// `bfq`, or `bfq:slice_idle=0,kernel=5.2` (settings after a colon, comma separated).
+    pub fn parse(spec: &str, extra: &Settings) -> Result<Config, ReplayError> {
+        let (name, rest) = spec.split_once(':').unwrap_or((spec, ""));
+        let sched = SchedKind::parse(name.trim())
+            .ok_or_else(|| ReplayError::UnknownScheduler(name.to_string()))?;
+        let mut settings = extra.clone();
+        let pairs: Vec<String> = rest
+            .split(',')
+            .filter(|p| !p.trim().is_empty())
+            .map(str::to_string)
+            .collect();
+        settings.0.extend(Settings::parse_pairs(&pairs)?.0);
+        Ok(Config {
+            label: spec.to_string(),
+            sched,
+            settings,
+        })
+    }
+}
+
+/// A workload ready to replay: its device model and the environment schedulers see.
+pub struct Replayer {
+    pub workload: Workload,
+    pub device: DeviceModel,
+    /// `None` when the device model was given.
+    pub fit: Option<FitQuality>,
+    pub env: SchedEnv,
+    pub recorded_scheduler: Option<String>,
+    /// The scheduler's own messages in the trace (`record --sched-log`).
+    pub notes: Vec<crate::event::Note>,
+}
+
+/// What one run predicts.
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    pub config: Config,
+    pub summary: Summary,
+    #[serde(skip)]
+    pub report: Report,
+    #[serde(skip)]
+    pub decisions: Vec<Decided>,
+    pub decision_counts: DecisionCounts,
+    /// Against BFQ's own log, when the trace has one and this is a BFQ run.
+    pub log_comparison: Option<super::bfqlog::LogComparison>,
+}
+
+/// The numbers a comparison shows, for a run or for the recording.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub duration_s: f64,
+    pub mb_per_s: f64,
+    pub iops: f64,
+    pub requests: u64,
+    pub merge_ratio: f64,
+    pub q2c_mean_ms: f64,
+    pub d2c_mean_ms: f64,
+    pub idle_with_pending_ms: f64,
+    pub util_pct: f64,
+    pub processes: Vec<ProcessSummary>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ProcessSummary {
+    pub name: String,
+    pub pid: u32,
+    pub bytes: u64,
+    pub mb_per_s: f64,
+    pub iops: f64,
+    pub q2c_mean_ms: f64,
+    pub q2c_p99_ms: f64,
+}
+
+/// Counts of the model's decisions.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DecisionCounts {
+    pub in_service: u64,
+    pub expirations: BTreeMap<&'static str, u64>,
+    pub idles: BTreeMap<&'static str, u64>,
+    /// Idle time by how it ended, ms.
+    pub idle_ms_by_outcome: BTreeMap<&'static str, f64>,
+    /// Idle time while another queue had requests waiting, ms: the waste.
+    pub idle_ms_with_others_pending: f64,
+    pub injections: u64,
+    pub wakers: u64,
+    pub raises: u64,
+    pub throttled: u64,
+    /// Queues merged (BFQ stable merge).
+    pub merges: u64,
+}
+
+impl DecisionCounts {
+    pub fn of(decisions: &[Decided]) -> DecisionCounts {
+        let mut c = DecisionCounts::default();
+        for d in decisions {
+            match &d.d {
+                Decision::InService { .. } => c.in_service += 1,
+                Decision::Expire { reason, .. } => {
+                    *c.expirations.entry(reason.name()).or_insert(0) += 1
+                }
+                Decision::Idle { reason, .. } => *c.idles.entry(reason.name()).or_insert(0) += 1,
+                Decision::IdleEnd {
+                    outcome,
+                    waited_ns,
+                    others_pending,
+                    ..
+                } => {
+                    let name = match outcome {
+                        IdleOutcome::Arrived => "arrived",
+                        IdleOutcome::TimerExpired => "timer_expired",
+                        IdleOutcome::Preempted => "preempted",
+                    };
+                    *c.idle_ms_by_outcome.entry(name).or_insert(0.0) += *waited_ns as f64 / 1e6;
+                    if *others_pending {
+                        c.idle_ms_with_others_pending += *waited_ns as f64 / 1e6;
+                    }
+                }
+                Decision::Inject { .. } => c.injections += 1,
+                Decision::Waker { .. } => c.wakers += 1,
+                Decision::Raise { .. } => c.raises += 1,
+                Decision::Throttled { .. } => c.throttled += 1,
+                Decision::Merge { .. } => c.merges += 1,
+            }
+        }
+        c
+    }
+}
+
+impl Summary {
+    /// From a report: the first device's totals and each process's numbers.
+    pub fn of(report: &Report) -> Summary {
+        let dur = report.trace.duration_ns;
+        let Some(d) = report.devices.first() else {
+            return Summary::default();
+        };
+        let lat = |m: &BTreeMap<&'static str, analysis::latency::LatencySummary>, k: &str| {
+            m.get(k).map_or(0.0, |l| l.mean_ns / 1e6)
+        };
+        Summary {
+            duration_s: dur as f64 / 1e9,
+            mb_per_s: d.read.mb_per_s + d.write.mb_per_s + d.other.mb_per_s,
+            iops: d.read.iops + d.write.iops + d.other.iops,
+            requests: d.requests_dispatched,
+            merge_ratio: d.merge_ratio,
+            q2c_mean_ms: lat(&d.latency, "q2c"),
+            d2c_mean_ms: lat(&d.latency, "d2c"),
+            idle_with_pending_ms: d.idle_with_pending_ns as f64 / 1e6,
+            util_pct: d.util_pct,
+            processes: report
+                .processes
+                .iter()
+                .map(|p| ProcessSummary {
+                    name: format!("{}({})", p.comm, p.pid),
+                    pid: p.pid,
+                    bytes: p.bytes,
+                    mb_per_s: p.mb_per_s,
+                    iops: p.iops,
+                    q2c_mean_ms: lat(&p.latency, "q2c"),
+                    q2c_p99_ms: p.latency.get("q2c").map_or(0.0, |l| l.p99_ns as f64 / 1e6),
+                })
+                .collect(),
+        }
+    }
+
+    pub fn process(&self, pid: u32) -> Option<&ProcessSummary> {
+        self.processes.iter().find(|p| p.pid == pid)
+    }
+}
+
+/// Cgroups BFQ would see as its root group: those the trace names `/`, and those of kernel
+/// threads (jbd2, kworkers, flushers live in the root cgroup).
+pub fn root_cgroups(
+    w: &Workload,
+    processes: &std::collections::BTreeMap<u32, ProcessInfo>,
+) -> Vec<u64> {
+    let mut roots: Vec<u64> = processes
+        .values()
+        .filter(|p| p.cgroup_path.as_deref() == Some("/"))
+        .map(|p| p.cgroup_id)
+        .collect();
+    for s in &w.streams {
+        let comm = s.comm.as_str();
+        if ["jbd2", "kworker", "flush-", "kswapd", "ksoftirq"]
+            .iter()
+            .any(|k| comm.starts_with(k))
+        {
+            roots.push(s.cgroup_id);
+        }
+    }
+    roots.push(0);
+    roots.push(1);
+    roots.sort_unstable();
+    roots.dedup();
+    roots
+}
+
+/// The kernel the trace was recorded on (major*1000+minor); 6.18 if unknown.
+pub fn kernel_of(w: &Workload) -> u32 {
+    w.kernel_release
+        .as_deref()
+        .and_then(sched::parse_kernel)
+        .unwrap_or(6018)
+}
+
+impl Replayer {
+    /// Extracts the workload of `device` (or the only one) and fits (or takes) a device
+    /// model.
+    pub fn from_source(
+        source: &mut dyn TraceSource,
+        device: Option<&str>,
+        profile: Option<DeviceModel>,
+    ) -> Result<Replayer, ReplayError> {
+        let w = workload::extract(source, device)?;
+        let roots = root_cgroups(&w, source.processes());
+        let mut r = Self::new(w, profile, roots)?;
+        let dev = r.workload.device.dev;
+        r.notes = source
+            .notes()
+            .iter()
+            .filter(|n| n.dev == dev)
+            .cloned()
+            .collect();
+        Ok(r)
+    }
+
+    pub fn new(
+        w: Workload,
+        profile: Option<DeviceModel>,
+        root_cgroups: Vec<u64>,
+    ) -> Result<Replayer, ReplayError> {
+        let (device, fit) = match profile {
+            Some(p) => (p, None),
+            None => {
+                let (m, q) = device::fit(&w.service, w.device.rotational)?;
+                (m, Some(q))
+            }
+        };
+        let env = SchedEnv {
+            rotational: device.rotational(),
+            kernel: kernel_of(&w),
+            peak_sectors_per_sec: device.peak_sectors_per_sec(),
+            root_cgroups,
+        };
+        let recorded_scheduler = w.device.scheduler.clone();
+        Ok(Replayer {
+            workload: w,
+            device,
+            fit,
+            env,
+            recorded_scheduler,
+            notes: Vec::new(),
+        })
+    }
+
+    /// The recorded scheduler as a configuration with its recorded tunables.
+    pub fn recorded_config(&self) -> Option<Config> {
+        let name = self.recorded_scheduler.as_deref()?;
+        let sched = SchedKind::parse(name)?;
+        Some(Config {
+            label: format!("{name} (as recorded)"),
+            sched,
+            settings: Settings::default(),
+        })
+    }
+
+    /// Settings for `cfg`: the recorded tunables when it is the recorded scheduler, then the
+    /// configuration's own.
+    fn effective_settings(&self, cfg: &Config) -> Settings {
+        let mut s = Settings::default();
+        let recorded = self
+            .recorded_scheduler
+            .as_deref()
+            .and_then(SchedKind::parse);
+        if recorded == Some(cfg.sched) {
+            let known: &[&str] = match cfg.sched {
+                SchedKind::Bfq => sched::bfq::KEYS,
+                SchedKind::MqDeadline => sched::deadline::KEYS,
+                SchedKind::Kyber => sched::kyber::KEYS,
+                SchedKind::None => &[],
+            };
+            for (k, v) in &self.workload.device.iosched {
+                if known.contains(&k.as_str()) && v.trim().parse::<u64>().is_ok() {
+                    s.0.insert(k.clone(), v.trim().to_string());
+                }
+            }
+            // slice_idle_us and slice_idle say the same; keep the finer one only if set.
+            if cfg.settings.0.contains_key("slice_idle") {
+                s.0.remove("slice_idle_us");
+            }
+        }
+        s.0.extend(cfg.settings.0.clone());
+        s
+    }
+
+    /// Replays under `cfg`.
+    pub fn run(&self, cfg: &Config) -> Result<Run, ReplayError> {
+        let settings = self.effective_settings(cfg);
+        let sim_cfg = SimConfig {
+            depth: settings.u64_or("depth", 32)?.clamp(1, 4096) as u32,
+            nomerges: settings.u64_or("nomerges", 0)?.min(2) as u8,
+            max_sectors: (settings.u64_or("max_sectors_kb", 1280)?.max(4) * 2) as u32,
+            emit: true,
+        };
+        let scheduler = sched::build(cfg.sched, &settings, &self.env)?;
+        let result = sim::run(&self.workload, &self.device, scheduler, sim_cfg);
+        let mut info = self.workload.device.clone();
+        info.scheduler = Some(cfg.sched.name().to_string());
+        let mut src = MemorySource::new(vec![info], result.events);
+        let report = analysis::analyze(&mut src, &analysis::Options::default())?;
+        let summary = Summary::of(&report);
+        let log_comparison = (cfg.sched == SchedKind::Bfq && !self.notes.is_empty()).then(|| {
+            super::bfqlog::compare(&self.notes, &result.decisions, |s| {
+                self.workload.streams[s as usize].pid
+            })
+        });
+        Ok(Run {
+            log_comparison,
+            config: Config {
+                settings,
+                ..cfg.clone()
+            },
+            summary,
+            report,
+            decision_counts: DecisionCounts::of(&result.decisions),
+            decisions: result.decisions,
+        })
+    }
+
+    /// Replays without writing events (speed measurements): requests simulated.
+    pub fn run_bare(&self, cfg: &Config) -> Result<u64, ReplayError> {
+        let settings = self.effective_settings(cfg);
+        let scheduler = sched::build(cfg.sched, &settings, &self.env)?;
+        let sim_cfg = SimConfig {
+            depth: settings.u64_or("depth", 32)? as u32,
+            emit: false,
+            ..Default::default()
+        };
+        Ok(sim::run(&self.workload, &self.device, scheduler, sim_cfg).requests)
+    }
+}
+
+/// The recording's own numbers for the replayed device, by the same analysis.
+pub fn recorded_summary(
+    source: &mut dyn TraceSource,
+    device: &str,
+) -> Result<(Summary, Report), ReplayError> {
+    let opts = analysis::Options {
+        devices: vec![device.to_string()],
+        ..Default::default()
+    };
+    let report = analysis::analyze(source, &opts)?;
+    Ok((Summary::of(&report), report))
+}
+
+/// Idle episodes of one stream in a run's decision log.
+pub fn idle_episodes(decisions: &[Decided], stream: u32) -> (u64, u64, BTreeMap<IdleReason, u64>) {
+    let mut n = 0;
+    let mut ns = 0;
+    let mut reasons = BTreeMap::new();
+    for d in decisions {
+        match &d.d {
+            Decision::Idle {
+                stream: s, reason, ..
+            } if *s == stream => {
+                n += 1;
+                *reasons.entry(*reason).or_insert(0) += 1;
+            }
+            Decision::IdleEnd {
+                stream: s,
+                waited_ns,
+                ..
+            } if *s == stream => ns += waited_ns,
+            _ => {}
+        }
+    }
+    (n, ns, reasons)
+}
+
+/// Expirations of one stream by reason.
+pub fn expirations(decisions: &[Decided], stream: u32) -> BTreeMap<ExpireReason, u64> {
+    let mut m = BTreeMap::new();
+    for d in decisions {
+        if let Decision::Expire {
+            stream: s, reason, ..
+        } = &d.d
+            && *s == stream
+        {
+            *m.entry(*reason).or_insert(0) += 1;
+        }
+    }
+    m
+}

@@ -1,0 +1,204 @@
+//! Workloads built by hand, for tests, demos and the replay benchmark: the seed-001
+//! dependency cycle (dd's O_DSYNC write, jbd2's commit), and a mixed load of many processes.
+//!
+//! Owns: synthetic workloads and their traces. Must not: read files.
+
+use crate::{
+    event::{Comm, Dev, Event, Op, ReqFlags},
+    record::DeviceInfo,
+};
+
+use super::{
+    device::{DeviceModel, RotationalModel},
+    sched::{self, SchedEnv, SchedKind, SettingError, Settings},
+    sim::{self, SimConfig},
+    workload::{Io, Stream, StreamKind, Trigger, Workload},
+};
+
+/// Think time between a completion and the I/O it releases.
+pub const THINK_NS: u64 = 20_000;
+
+/// A disk where every non-contiguous request costs `svc_ns` and a contiguous one
+/// `overhead_ns` (no transfer time): analytic answers are exact on it.
+pub fn flat_disk(svc_ns: f64, overhead_ns: f64) -> DeviceModel {
+    DeviceModel::Rotational(RotationalModel {
+        overhead_ns,
+        ns_per_sector: 0.0,
+        positioning_ns: vec![Some(svc_ns - overhead_ns); 48],
+    })
+}
+
+pub fn stream(pid: u32, comm: &str, cgroup: u64) -> Stream {
+    Stream {
+        pid,
+        tgid: pid,
+        comm: Comm::new(comm),
+        cgroup_id: cgroup,
+        ios: 0,
+        kind: StreamKind::ClosedLoop,
+        depends_on: Vec::new(),
+        think_mean_ns: 0.0,
+        max_in_flight: 1,
+        last_io: 0,
+    }
+}
+
+pub fn device(name: &str, scheduler: &str, rotational: bool) -> DeviceInfo {
+    DeviceInfo {
+        name: name.into(),
+        dev: Dev { major: 7, minor: 0 },
+        rotational: Some(rotational),
+        scheduler: Some(scheduler.into()),
+        request_based: true,
+        ..Default::default()
+    }
+}
+
+pub fn empty(streams: Vec<Stream>) -> Workload {
+    Workload {
+        device: device("hdd0", "bfq", true),
+        kernel_release: Some("6.18.0".into()),
+        start_ns: 0,
+        end_ns: 0,
+        streams,
+        ios: Vec::new(),
+        service: Vec::new(),
+        max_in_driver: 1,
+    }
+}
+
+/// Appends a bio to `w`; returns its index.
+pub fn push(
+    w: &mut Workload,
+    stream: u32,
+    sector: u64,
+    sectors: u32,
+    op: Op,
+    sync: bool,
+    trigger: Trigger,
+) -> u32 {
+    let id = w.ios.len() as u32;
+    let s = &mut w.streams[stream as usize];
+    s.ios += 1;
+    s.last_io = id;
+    let flags = if op == Op::Write && sync {
+        ReqFlags::SYNC
+    } else {
+        0
+    };
+    w.ios.push(Io {
+        stream,
+        sector,
+        sectors,
+        op,
+        flags: ReqFlags(flags),
+        sync,
+        trigger,
+        rec_q: 0,
+        rec_c: 0,
+    });
+    id
+}
+
+/// Seed 001: dd writes one sector with O_DSYNC, jbd2 commits (8 sectors, FUA), dd writes the
+/// next; each waits for the other's completion. dd in a non-root cgroup (500), jbd2 in the
+/// root one (1).
+pub fn dsync_journal(n: u32) -> Workload {
+    let mut w = empty(vec![stream(100, "dd", 500), stream(200, "jbd2/sda1-8", 1)]);
+    let mut prev_jbd2 = None;
+    for k in 0..n {
+        let t = match prev_jbd2 {
+            None => Trigger::At(0),
+            Some(j) => Trigger::AfterCompletion {
+                io: j,
+                delay: THINK_NS,
+            },
+        };
+        let dd = push(&mut w, 0, 1_000_000 + u64::from(k), 1, Op::Write, true, t);
+        let j = push(
+            &mut w,
+            1,
+            5_000_000 + 8 * u64::from(k),
+            8,
+            Op::Write,
+            true,
+            Trigger::AfterCompletion {
+                io: dd,
+                delay: THINK_NS,
+            },
+        );
+        prev_jbd2 = Some(j);
+    }
+    w.streams[0].depends_on = vec![(1, n.saturating_sub(1))];
+    w.streams[1].depends_on = vec![(0, n)];
+    w
+}
+
+/// Many processes: closed-loop sequential and random readers, and an open-loop writer, for
+/// speed measurements. About `requests` bios in all.
+pub fn mixed(requests: u32, processes: u32) -> Workload {
+    let procs = processes.max(2);
+    let mut streams: Vec<Stream> = (0..procs)
+        .map(|p| stream(1000 + p, &format!("p{p}"), 100 + u64::from(p % 3)))
+        .collect();
+    streams[0].kind = StreamKind::OpenLoop;
+    let mut w = empty(streams);
+    let per = requests / procs;
+    let mut rng = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    // Stream 0: asynchronous writeback every 2 ms, 32 bios per batch.
+    for k in 0..per {
+        let t = u64::from(k / 32) * 2_000_000 + u64::from(k % 32) * 1_000;
+        push(
+            &mut w,
+            0,
+            40_000_000 + u64::from(k) * 8,
+            8,
+            Op::Write,
+            false,
+            Trigger::At(t),
+        );
+    }
+    for p in 1..procs {
+        let base = u64::from(p) * 10_000_000;
+        let mut prev: Option<u32> = None;
+        for k in 0..per {
+            let sector = if p % 2 == 0 {
+                base + u64::from(k) * 8
+            } else {
+                (next() % (1 << 30)) & !7
+            };
+            let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
+                Trigger::AfterCompletion {
+                    io,
+                    delay: THINK_NS,
+                }
+            });
+            prev = Some(push(&mut w, p, sector, 8, Op::Read, true, t));
+        }
+    }
+    // The replay releases bios by trigger; the order of `ios` need only put triggers first.
+    w
+}
+
+/// A trace of `w` as if recorded under `sched` (settings) on `dev`: the simulator's events.
+pub fn trace(
+    w: &Workload,
+    dev: &DeviceModel,
+    kind: SchedKind,
+    settings: &Settings,
+) -> Result<Vec<Event>, SettingError> {
+    let env = SchedEnv {
+        rotational: dev.rotational(),
+        kernel: super::replay::kernel_of(w),
+        peak_sectors_per_sec: dev.peak_sectors_per_sec(),
+        root_cgroups: vec![0, 1],
+    };
+    let s = sched::build(kind, settings, &env)?;
+    Ok(sim::run(w, dev, s, SimConfig::default()).events)
+}

@@ -1,0 +1,1047 @@
+//! BFQ (block/bfq-iosched.c, bfq-wf2q.c), after the decision structure of the 6.x source,
+//! with switches for the kernel versions where a decision changed (see
+//! shared/reference/scheduler-model.md §1.16):
+//! - per-process sync queues, one async queue per cgroup; B-WF2Q+ virtual time, budgets with
+//!   the expiration feedback table, budget timeouts;
+//! - the idling decision (`bfq_better_to_idle`) with the clause that held, the idle slice
+//!   (`slice_idle`, 2 ms for seeky queues, >= 20 ms for weight-raised ones), the small-request
+//!   hold;
+//! - injection while plugged: the waker's I/O (5.3+), the woken queue's (5.13+), and limited
+//!   injection of others (5.3+, limit 1);
+//! - waker detection (5.3: 2 hits within 200 µs; 5.12+: 3 hits within 4 ms);
+//! - preemption on activation (hole recovery; higher weight 5.3+; plugging no longer worth
+//!   it 5.12+);
+//! - interactive weight raising (x30) with large-burst detection; cgroups counted for
+//!   asymmetry (`> 0` non-root groups before 6.1, `> 1` after).
+//!
+//! - stable merge of queues created together (5.13+, immediate on non-rotational devices).
+//!
+//! Not modelled: soft real-time raising, EQM queue merging, delayed stable merge on
+//! rotational devices, time charging of
+//! slow queues, the inject-limit feedback, ioprio classes, the peak-rate estimator (the
+//! fitted device's sequential rate stands for it).
+
+use std::collections::{BTreeSet, VecDeque};
+
+use rustc_hash::FxHashMap;
+
+use super::{
+    Ctx, Decided, Decision, ExpireReason, IdleOutcome, IdleReason, InjectWhy, RqId, SchedEnv,
+    Scheduler, SettingError, Settings,
+};
+
+pub const KEYS: &[&str] = &[
+    "slice_idle",
+    "slice_idle_us",
+    "timeout_sync",
+    "max_budget",
+    "low_latency",
+    "strict_guarantees",
+    "back_seek_max",
+    "back_seek_penalty",
+    "fifo_expire_sync",
+    "fifo_expire_async",
+    "kernel",
+    "cgroups",
+];
+
+const DEFAULT_WEIGHT: f64 = 40.0;
+const WR_COEFF: u32 = 30;
+const WR_MIN_IDLE_NS: u64 = 2_000_000_000;
+const MAX_SERVICE_FROM_WR: u64 = 120_000;
+const MIN_TT_NS: u64 = 2_000_000;
+const WR_MIN_SLICE_NS: u64 = 20_000_000;
+const SEEK_THR: u64 = 800;
+const BURST_INTERVAL_NS: u64 = 180_000_000;
+const LARGE_BURST: usize = 8;
+const DEFAULT_MAX_BUDGET: u32 = 16384;
+const STATS_MIN_BUDGETS: u32 = 194;
+/// Async queues are charged this much more per sector.
+const ASYNC_CHARGE: u32 = 3;
+
+struct Queue {
+    stream: u32,
+    sync: bool,
+    cgroup: u64,
+    root_group: bool,
+    sorted: BTreeSet<(u64, RqId)>,
+    fifo: VecDeque<RqId>,
+    dispatched: u32,
+    busy: bool,
+    start: f64,
+    finish: f64,
+    budget: u32,
+    max_budget: u32,
+    service: u32,
+    budget_timeout: u64,
+    fifo_checked: bool,
+    last_pos: u64,
+    seek_hist: u32,
+    ttime_samples: u64,
+    ttime_total: u64,
+    ttime_mean: u64,
+    last_end_request: u64,
+    io_time: u64,
+    idle_time: u64,
+    window_start: u64,
+    became_busy: u64,
+    became_idle: Option<u64>,
+    wr_coeff: u32,
+    wr_start: u64,
+    wr_dur: u64,
+    wr_service: u64,
+    waker: Option<usize>,
+    waker_cand: Option<usize>,
+    waker_hits: u32,
+    waker_first: u64,
+    in_large_burst: bool,
+    /// Before 5.12: the IO_bound flag and its counter of requests arriving soon after a
+    /// completion.
+    io_bound_flag: bool,
+    requests_within_timer: u32,
+    /// Shared by several processes (queue merging).
+    shared: bool,
+    /// The streams whose I/O goes to this queue.
+    members: Vec<u32>,
+    /// Expired because it ran out of requests (may recover its slot if it comes back soon).
+    non_blocking_wait_rq: bool,
+}
+
+impl Queue {
+    fn queued(&self) -> usize {
+        self.sorted.len()
+    }
+    fn weight(&self) -> f64 {
+        DEFAULT_WEIGHT * f64::from(self.wr_coeff)
+    }
+    fn seeky(&self) -> bool {
+        self.seek_hist.count_ones() > 19
+    }
+}
+
+pub struct Bfq {
+    slice_idle: u64,
+    timeout_sync: u64,
+    user_max_budget: u32,
+    low_latency: bool,
+    strict: bool,
+    fifo_expire: [u64; 2],
+    kernel: u32,
+    cgroups: bool,
+    rotational: bool,
+    peak_sectors_per_sec: f64,
+    root_cgroups: Vec<u64>,
+    queues: Vec<Queue>,
+    by_key: FxHashMap<(u64, bool), usize>,
+    queue_of: Vec<u32>,
+    in_service: Option<usize>,
+    vtime: f64,
+    busy: u32,
+    wr_busy: u32,
+    wait_request: bool,
+    timer: Option<u64>,
+    idle_since: u64,
+    hw_samples: u32,
+    max_in_driver: u32,
+    hw_tag: Option<bool>,
+    last_completed: Option<usize>,
+    last_completion: u64,
+    budgets_assigned: u32,
+    burst_last: Option<u64>,
+    burst: Vec<usize>,
+    burst_large: bool,
+    decisions: Vec<Decided>,
+    now: u64,
+    /// Requests held in all queues.
+    total_queued: usize,
+    /// When the last sync queue was created, and which (stable merge).
+    last_created: Option<(u64, usize)>,
+    /// Sort key (sector) of each request held, `u64::MAX` once dispatched.
+    rq_pos: Vec<u64>,
+}
+
+impl Bfq {
+    pub fn new(s: &Settings, env: &SchedEnv) -> Result<Bfq, SettingError> {
+        s.check("bfq", KEYS)?;
+        let slice_idle = match s.0.get("slice_idle_us") {
+            Some(_) => s.u64_or("slice_idle_us", 8000)? * 1000,
+            None => s.u64_or("slice_idle", 8)? * 1_000_000,
+        };
+        let strict = s.bool_or("strict_guarantees", false)?;
+        s.u64_or("back_seek_max", 16384)?;
+        s.u64_or("back_seek_penalty", 2)?;
+        Ok(Bfq {
+            slice_idle: if strict {
+                slice_idle.max(8_000_000)
+            } else {
+                slice_idle
+            },
+            timeout_sync: s.u64_or("timeout_sync", 125)?.max(1) * 1_000_000,
+            user_max_budget: s.u64_or("max_budget", 0)? as u32,
+            low_latency: s.bool_or("low_latency", true)?,
+            strict,
+            fifo_expire: [
+                s.u64_or("fifo_expire_async", 250)? * 1_000_000,
+                s.u64_or("fifo_expire_sync", 125)? * 1_000_000,
+            ],
+            kernel: s.kernel_or("kernel", env.kernel)?,
+            cgroups: s.bool_or("cgroups", true)?,
+            rotational: env.rotational,
+            peak_sectors_per_sec: env.peak_sectors_per_sec,
+            root_cgroups: env.root_cgroups.clone(),
+            queues: Vec::new(),
+            by_key: FxHashMap::default(),
+            queue_of: Vec::new(),
+            in_service: None,
+            vtime: 0.0,
+            busy: 0,
+            wr_busy: 0,
+            wait_request: false,
+            timer: None,
+            idle_since: 0,
+            hw_samples: 0,
+            max_in_driver: 0,
+            hw_tag: None,
+            last_completed: None,
+            last_completion: 0,
+            budgets_assigned: 0,
+            burst_last: None,
+            burst: Vec::new(),
+            burst_large: false,
+            decisions: Vec::new(),
+            now: 0,
+            total_queued: 0,
+            last_created: None,
+            rq_pos: Vec::new(),
+        })
+    }
+
+    fn log(&mut self, d: Decision) {
+        self.decisions.push(Decided { t: self.now, d });
+    }
+
+    fn bfq_max_budget(&self) -> u32 {
+        if self.user_max_budget > 0 {
+            self.user_max_budget
+        } else if self.budgets_assigned < STATS_MIN_BUDGETS {
+            DEFAULT_MAX_BUDGET
+        } else {
+            ((self.peak_sectors_per_sec * self.timeout_sync as f64 / 1e9) as u32).max(64)
+        }
+    }
+
+    fn min_budget(&self) -> u32 {
+        (self.bfq_max_budget() / 32).max(1)
+    }
+
+    fn wr_duration(&self) -> u64 {
+        // rate_dur_prod / peak_rate: rotational 14000 x 7 s, else 33000 x 2.5 s, with the
+        // reference rates in sectors/µs << 16.
+        let (ref_rate, ref_dur) = if self.rotational {
+            (14_000.0, 7.0)
+        } else {
+            (33_000.0, 2.5)
+        };
+        let ref_sps = ref_rate / 65536.0 * 1e6;
+        let d = ref_sps * ref_dur / self.peak_sectors_per_sec.max(1.0);
+        (d.clamp(3.0, 25.0) * 1e9) as u64
+    }
+
+    fn hw_tag(&self) -> bool {
+        // Unknown counts as queueing (the kernel's -1 is truthy).
+        self.hw_tag.unwrap_or(true)
+    }
+
+    fn short_ttime(&self, q: usize) -> bool {
+        let q = &self.queues[q];
+        let thr = if self.kernel >= 5012 {
+            self.slice_idle / 2
+        } else {
+            self.slice_idle
+        };
+        !(q.ttime_samples > 80 && q.ttime_mean > thr)
+    }
+
+    fn io_bound(&self, q: usize) -> bool {
+        let q = &self.queues[q];
+        if self.kernel < 5012 {
+            // Set after 120 requests arriving within 3 x slice_idle of a completion, cleared
+            // by a too-idle expiration with little service.
+            return q.io_bound_flag;
+        }
+        // 6.x: not I/O-bound when idle over 20% of the (decaying) window.
+        q.idle_time * 5 <= q.io_time.max(1)
+    }
+
+    fn charge(&self, q: usize, sectors: u32) -> u32 {
+        let qq = &self.queues[q];
+        if !qq.sync && qq.wr_coeff == 1 {
+            sectors * ASYNC_CHARGE
+        } else {
+            sectors
+        }
+    }
+
+    fn is_root(&self, cgroup: u64) -> bool {
+        !self.cgroups || self.root_cgroups.contains(&cgroup)
+    }
+
+    /// Whether more than `thr` (0 or 1) non-root cgroups have queues busy or requests in
+    /// flight (`num_groups_with_pending_reqs > thr`); runs on every completion, so it stops
+    /// at the second group found.
+    fn groups_with_pending_exceed(&self, thr: usize) -> bool {
+        let active = |q: &Queue| !q.root_group && (q.busy || q.queued() > 0 || q.dispatched > 0);
+        let mut first: Option<u64> = None;
+        for q in self.queues.iter().filter(|q| active(q)) {
+            match first {
+                None if thr == 0 => return true,
+                None => first = Some(q.cgroup),
+                Some(g) if g != q.cgroup => return true,
+                Some(_) => {}
+            }
+        }
+        false
+    }
+
+    fn idling_boosts_thr(&self, q: usize) -> bool {
+        let qq = &self.queues[q];
+        let rot_without_queueing = self.rotational && !self.hw_tag();
+        let seq_io_bound = !qq.seeky() && self.io_bound(q) && self.short_ttime(q);
+        let boosts = rot_without_queueing || ((self.rotational || !self.hw_tag()) && seq_io_bound);
+        boosts && self.wr_busy == 0
+    }
+
+    fn asymmetric(&self, q: usize) -> Option<IdleReason> {
+        let my = self.queues[q].weight();
+        let varied = self
+            .queues
+            .iter()
+            .any(|o| o.busy && o.wr_coeff == 1 && (o.weight() - my).abs() > f64::EPSILON)
+            && self.queues[q].wr_coeff == 1;
+        if varied {
+            return Some(IdleReason::AsymmetricWeights);
+        }
+        let thr = if self.kernel >= 6001 { 1 } else { 0 };
+        self.groups_with_pending_exceed(thr)
+            .then_some(IdleReason::CgroupsPending)
+    }
+
+    fn guarantees(&self, q: usize, in_driver: u32) -> Option<IdleReason> {
+        let qq = &self.queues[q];
+        if qq.wr_coeff > 1 && (self.wr_busy < self.busy || in_driver >= qq.dispatched + 4) {
+            return Some(IdleReason::WeightRaised);
+        }
+        if self.kernel < 5012 && qq.wr_coeff > 1 && !qq.in_large_burst && self.kernel < 5002 {
+            // 4.12-5.1: any raised queue is asymmetric.
+            return Some(IdleReason::WeightRaised);
+        }
+        if let Some(r) = self.asymmetric(q) {
+            return Some(r);
+        }
+        (self.kernel >= 5012 && self.busy == 1).then_some(IdleReason::OnlyBusyQueue)
+    }
+
+    /// `bfq_better_to_idle`, with the clause that held.
+    fn better_to_idle(&self, ctx: &Ctx, q: usize) -> Option<IdleReason> {
+        let qq = &self.queues[q];
+        if qq.sync && !qq.members.iter().any(|m| ctx.stream_has_future(*m)) {
+            return None;
+        }
+        if self.strict {
+            return Some(IdleReason::Strict);
+        }
+        if self.slice_idle == 0 || !qq.sync {
+            return None;
+        }
+        if self.idling_boosts_thr(q) {
+            return Some(IdleReason::BoostsThroughput);
+        }
+        self.guarantees(q, ctx.in_driver)
+    }
+
+    fn queue_for(&mut self, ctx: &Ctx, rq: RqId) -> usize {
+        let r = &ctx.rqs[rq as usize];
+        // Sync: one queue per process; async: one per cgroup.
+        let key = if r.sync {
+            (u64::from(r.stream), true)
+        } else {
+            (r.cgroup, false)
+        };
+        if let Some(q) = self.by_key.get(&key) {
+            return *q;
+        }
+        // Stable merge (5.13+, "merge bursts of newly-created queues"): on a device with
+        // command queueing and no rotation, a sync queue created within the burst interval
+        // of the previous one in the same group joins it at once.
+        if r.sync
+            && self.kernel >= 5013
+            && !self.rotational
+            && self.hw_tag()
+            && let Some((t, prev)) = self.last_created
+            && ctx.now - t <= BURST_INTERVAL_NS
+            && self.queues[prev].cgroup == r.cgroup
+        {
+            self.by_key.insert(key, prev);
+            self.queues[prev].shared = true;
+            self.queues[prev].members.push(r.stream);
+            let into = self.queues[prev].stream;
+            self.log(Decision::Merge {
+                stream: r.stream,
+                into,
+            });
+            return prev;
+        }
+        let id = self.queues.len();
+        let max = self.bfq_max_budget();
+        self.queues.push(Queue {
+            stream: r.stream,
+            sync: r.sync,
+            cgroup: r.cgroup,
+            root_group: self.is_root(r.cgroup),
+            sorted: BTreeSet::new(),
+            fifo: VecDeque::new(),
+            dispatched: 0,
+            busy: false,
+            start: 0.0,
+            finish: 0.0,
+            budget: max * 2 / 3,
+            max_budget: max * 2 / 3,
+            service: 0,
+            budget_timeout: 0,
+            fifo_checked: false,
+            last_pos: r.sector,
+            seek_hist: 0,
+            ttime_samples: 0,
+            ttime_total: 0,
+            ttime_mean: 0,
+            last_end_request: ctx.now,
+            io_time: 0,
+            idle_time: 0,
+            window_start: ctx.now,
+            became_busy: ctx.now,
+            became_idle: None,
+            wr_coeff: 1,
+            wr_start: 0,
+            wr_dur: 0,
+            wr_service: 0,
+            waker: None,
+            waker_cand: None,
+            waker_hits: 0,
+            waker_first: 0,
+            in_large_burst: false,
+            io_bound_flag: true,
+            requests_within_timer: 0,
+            shared: false,
+            members: vec![r.stream],
+            non_blocking_wait_rq: false,
+        });
+        self.by_key.insert(key, id);
+        if r.sync {
+            self.handle_burst(id, ctx.now);
+            self.last_created = Some((ctx.now, id));
+        }
+        id
+    }
+
+    fn handle_burst(&mut self, q: usize, now: u64) {
+        match self.burst_last {
+            Some(t) if now - t <= BURST_INTERVAL_NS => {
+                self.burst.push(q);
+                if self.burst_large || self.burst.len() >= LARGE_BURST {
+                    self.burst_large = true;
+                    for m in self.burst.clone() {
+                        self.queues[m].in_large_burst = true;
+                    }
+                }
+            }
+            _ => {
+                self.burst.clear();
+                self.burst.push(q);
+                self.burst_large = false;
+            }
+        }
+        self.burst_last = Some(now);
+    }
+
+    fn update_io_intensity(&mut self, q: usize, now: u64) {
+        let qq = &mut self.queues[q];
+        if now - qq.window_start > 200_000_000 {
+            qq.io_time /= 2;
+            qq.idle_time /= 2;
+            qq.window_start = now;
+        }
+    }
+
+    fn check_waker(&mut self, q: usize, now: u64) {
+        if self.kernel < 5003 || !self.queues[q].sync || self.short_ttime(q) {
+            return;
+        }
+        let Some(w) = self.last_completed else {
+            return;
+        };
+        let window = if self.kernel >= 5012 {
+            4_000_000
+        } else {
+            200_000
+        };
+        if w == q || now - self.last_completion >= window || self.queues[q].waker == Some(w) {
+            return;
+        }
+        let needed = if self.kernel >= 5012 { 3 } else { 2 };
+        let qq = &mut self.queues[q];
+        let fresh = self.kernel < 5012 || now - qq.waker_first <= 128 * self.slice_idle;
+        if qq.waker_cand == Some(w) && fresh {
+            qq.waker_hits += 1;
+        } else {
+            qq.waker_cand = Some(w);
+            qq.waker_hits = 1;
+            qq.waker_first = now;
+        }
+        if qq.waker_hits >= needed {
+            qq.waker = Some(w);
+            let (stream, waker) = (qq.stream, self.queues[w].stream);
+            self.log(Decision::Waker { stream, waker });
+        }
+    }
+
+    /// Empty -> busy (`bfq_bfqq_handle_idle_busy_switch`).
+    fn activate(&mut self, ctx: &Ctx, q: usize, first_sectors: u32) {
+        let now = ctx.now;
+        let wr_dur = self.wr_duration();
+        let min_budget = self.min_budget();
+        let qq = &mut self.queues[q];
+        let idle_for_long = qq.dispatched == 0
+            && (qq.budget_timeout == 0 || now > qq.budget_timeout + WR_MIN_IDLE_NS);
+        let arrived_in_time = now.saturating_sub(qq.last_end_request) < 3 * self.slice_idle;
+        let wants_to_preempt = qq.non_blocking_wait_rq && arrived_in_time && qq.service < qq.budget;
+        qq.non_blocking_wait_rq = false;
+        let mut raised = None;
+        if self.low_latency && qq.sync && qq.wr_coeff == 1 && !qq.in_large_burst && idle_for_long {
+            qq.wr_coeff = WR_COEFF;
+            qq.wr_start = now;
+            qq.wr_dur = wr_dur;
+            qq.wr_service = 0;
+            raised = Some(qq.stream);
+        }
+        qq.budget = qq.max_budget.max(first_sectors);
+        if qq.wr_coeff > 1 {
+            qq.budget = qq.budget.min(2 * min_budget).max(first_sectors);
+        }
+        qq.busy = true;
+        qq.became_busy = now;
+        if let Some(t) = qq.became_idle.take() {
+            qq.idle_time += now - t;
+        }
+        // B-WF2Q+ activation: S = max(V, F_old) (back-shifted when it only paused).
+        let weight = qq.weight();
+        qq.start = if wants_to_preempt {
+            qq.finish.min(self.vtime).max(0.0)
+        } else {
+            qq.finish.max(self.vtime)
+        };
+        qq.finish = qq.start + f64::from(qq.budget) / weight;
+        let raised_now = qq.wr_coeff > 1;
+        self.busy += 1;
+        if raised_now {
+            self.wr_busy += 1;
+        }
+        if let Some(stream) = raised {
+            self.log(Decision::Raise {
+                stream,
+                coeff: WR_COEFF,
+                duration_ns: wr_dur,
+            });
+        }
+        // Preemption of the in-service queue.
+        if let Some(i) = self.in_service
+            && i != q
+        {
+            let higher = self.kernel >= 5003 && self.queues[q].weight() > self.queues[i].weight();
+            let plug_worthless = self.kernel >= 5012 && self.better_to_idle(ctx, i).is_none();
+            // Hole recovery: before 5.3 only by a queue raised more than the in-service one.
+            let (wq, wi) = (self.queues[q].wr_coeff, self.queues[i].wr_coeff);
+            let hole = wants_to_preempt
+                && if self.kernel >= 5003 {
+                    wq >= wi
+                } else {
+                    wq > wi
+                };
+            if hole || higher || plug_worthless {
+                self.expire(ctx, i, ExpireReason::Preempted);
+            }
+        }
+    }
+
+    fn end_idle(&mut self, outcome: IdleOutcome) {
+        if !self.wait_request {
+            return;
+        }
+        self.wait_request = false;
+        self.timer = None;
+        if let Some(q) = self.in_service {
+            let others_pending = self.others_pending(q);
+            let stream = self.queues[q].stream;
+            let waited_ns = self.now - self.idle_since;
+            self.log(Decision::IdleEnd {
+                stream,
+                outcome,
+                waited_ns,
+                others_pending,
+            });
+        }
+    }
+
+    fn others_pending(&self, q: usize) -> bool {
+        self.queues
+            .iter()
+            .enumerate()
+            .any(|(i, o)| i != q && o.queued() > 0)
+    }
+
+    fn expire(&mut self, ctx: &Ctx, q: usize, reason: ExpireReason) {
+        let outcome = match reason {
+            ExpireReason::TooIdle => IdleOutcome::TimerExpired,
+            ExpireReason::Preempted => IdleOutcome::Preempted,
+            _ => IdleOutcome::Arrived,
+        };
+        self.end_idle(outcome);
+        let max = self.bfq_max_budget();
+        let min = self.min_budget();
+        let old_rules = self.kernel < 5012;
+        let qq = &mut self.queues[q];
+        let served = qq.service;
+        let (stream, sync, shared) = (qq.stream, qq.sync, qq.shared);
+        if old_rules && reason == ExpireReason::TooIdle && served <= 2 * qq.budget / 10 {
+            qq.io_bound_flag = false;
+            qq.requests_within_timer = 0;
+        }
+        // Budget feedback (`__bfq_bfqq_recalc_budget`).
+        if !qq.sync {
+            qq.max_budget = max;
+        } else if qq.wr_coeff > 1 {
+            qq.max_budget = 2 * min;
+        } else {
+            let b = qq.max_budget;
+            qq.max_budget = match reason {
+                ExpireReason::TooIdle if qq.dispatched > 0 => (2 * b).min(max),
+                ExpireReason::TooIdle if b > 5 * min => b - 4 * min,
+                ExpireReason::TooIdle => min,
+                ExpireReason::BudgetTimeout => (2 * b).min(max),
+                ExpireReason::BudgetExhausted => (4 * b).min(max),
+                ExpireReason::NoMoreRequests => served.max(min),
+                ExpireReason::Preempted => b,
+            };
+        }
+        // Timestamps: charge what was served, then reposition for the next budget.
+        let weight = qq.weight();
+        qq.start += f64::from(served) / weight;
+        qq.finish = qq.start;
+        let still_busy = qq.queued() > 0;
+        qq.non_blocking_wait_rq = !still_busy
+            && !matches!(
+                reason,
+                ExpireReason::BudgetTimeout | ExpireReason::BudgetExhausted
+            );
+        if still_busy {
+            qq.budget = qq.max_budget.max(1);
+            qq.finish = qq.start + f64::from(qq.budget) / weight;
+        } else {
+            qq.busy = false;
+            qq.io_time += ctx.now - qq.became_busy;
+            qq.became_idle = Some(ctx.now);
+            self.busy -= 1;
+            if qq.wr_coeff > 1 {
+                self.wr_busy -= 1;
+            }
+        }
+        self.in_service = None;
+        self.log(Decision::Expire {
+            stream,
+            sync,
+            reason,
+            served,
+            shared,
+        });
+    }
+
+    /// The next queue by B-WF2Q+: among busy queues with S <= V, the smallest F.
+    fn pick_next(&mut self, ctx: &Ctx) -> Option<usize> {
+        let candidates = || {
+            self.queues
+                .iter()
+                .enumerate()
+                .filter(|(_, q)| q.busy && q.queued() > 0)
+        };
+        let min_start = candidates().map(|(_, q)| q.start).reduce(f64::min)?;
+        if min_start > self.vtime {
+            self.vtime = min_start;
+        }
+        let v = self.vtime;
+        let (q, _) = candidates()
+            .filter(|(_, q)| q.start <= v)
+            .min_by(|a, b| a.1.finish.total_cmp(&b.1.finish).then(a.0.cmp(&b.0)))?;
+        self.budgets_assigned = (7 * self.budgets_assigned + 256) / 8;
+        let timeout = self.timeout_sync;
+        let qq = &mut self.queues[q];
+        qq.service = 0;
+        qq.fifo_checked = false;
+        let factor = if qq.wr_coeff == WR_COEFF {
+            u64::from(WR_COEFF)
+        } else {
+            1
+        };
+        qq.budget_timeout = ctx.now + timeout * factor;
+        let (stream, sync, budget) = (qq.stream, qq.sync, qq.budget);
+        self.in_service = Some(q);
+        self.log(Decision::InService {
+            stream,
+            sync,
+            budget,
+        });
+        Some(q)
+    }
+
+    fn budget_timed_out(&self, q: usize, now: u64) -> bool {
+        now >= self.queues[q].budget_timeout
+    }
+
+    fn next_rq(&mut self, ctx: &Ctx, q: usize) -> Option<RqId> {
+        let sync_idx = usize::from(self.queues[q].sync);
+        let expire = self.fifo_expire[sync_idx];
+        let rq_pos = &self.rq_pos;
+        let qq = &mut self.queues[q];
+        while let Some(&f) = qq.fifo.front() {
+            if rq_pos.get(f as usize).is_some_and(|p| *p != u64::MAX) {
+                break;
+            }
+            qq.fifo.pop_front();
+        }
+        if !qq.fifo_checked {
+            qq.fifo_checked = true;
+            if let Some(&f) = qq.fifo.front()
+                && ctx.rqs[f as usize].inserted + expire <= ctx.now
+            {
+                return Some(f);
+            }
+        }
+        qq.sorted
+            .range((qq.last_pos, 0)..)
+            .next()
+            .or_else(|| qq.sorted.iter().next())
+            .map(|(_, r)| *r)
+    }
+
+    fn injection(&mut self, ctx: &Ctx, q: usize) -> Option<(usize, InjectWhy)> {
+        if self.kernel < 5003 {
+            return None;
+        }
+        let has_rq = |o: &Queue| o.busy && o.queued() > 0;
+        if let Some(w) = self.queues[q].waker
+            && has_rq(&self.queues[w])
+        {
+            return Some((w, InjectWhy::Waker));
+        }
+        if self.kernel >= 5013
+            && let Some((w, _)) = self
+                .queues
+                .iter()
+                .enumerate()
+                .find(|(i, o)| *i != q && o.waker == Some(q) && has_rq(o))
+        {
+            return Some((w, InjectWhy::Woken));
+        }
+        let qq = &self.queues[q];
+        let may = !self.idling_boosts_thr(q)
+            && (qq.wr_coeff == 1 || self.wr_busy > 1 || !self.short_ttime(q));
+        if may && ctx.in_driver < 1 {
+            let found = self.queues.iter().enumerate().find(|(i, o)| {
+                *i != q
+                    && has_rq(o)
+                    && (self.rotational
+                        || ctx.in_driver == 0
+                        || o.sorted
+                            .iter()
+                            .next()
+                            .is_some_and(|(_, r)| ctx.rqs[*r as usize].sectors < 64))
+            });
+            if let Some((w, _)) = found {
+                return Some((w, InjectWhy::Limit));
+            }
+        }
+        None
+    }
+
+    fn select_queue(&mut self, ctx: &Ctx) -> Option<usize> {
+        for _ in 0..(self.queues.len() * 4 + 8) {
+            let q = match self.in_service {
+                Some(q) => q,
+                None => {
+                    self.pick_next(ctx)?;
+                    continue;
+                }
+            };
+            let left = self.queues[q].budget.saturating_sub(self.queues[q].service);
+            if self.budget_timed_out(q, ctx.now)
+                && !(self.wait_request && left >= self.queues[q].budget / 3)
+            {
+                self.expire(ctx, q, ExpireReason::BudgetTimeout);
+                continue;
+            }
+            if let Some(next) = self.next_rq(ctx, q) {
+                if self.charge(q, ctx.rqs[next as usize].sectors) > left {
+                    self.expire(ctx, q, ExpireReason::BudgetExhausted);
+                    continue;
+                }
+                if self.wait_request {
+                    // The small-request hold: keep waiting for more.
+                    return None;
+                }
+                return Some(q);
+            }
+            if self.wait_request
+                || (self.queues[q].dispatched > 0 && self.better_to_idle(ctx, q).is_some())
+            {
+                if let Some((w, why)) = self.injection(ctx, q) {
+                    let (into, from) = (self.queues[q].stream, self.queues[w].stream);
+                    self.log(Decision::Inject { into, from, why });
+                    return Some(w);
+                }
+                return None;
+            }
+            self.expire(ctx, q, ExpireReason::NoMoreRequests);
+        }
+        None
+    }
+
+    fn arm_idle(&mut self, ctx: &Ctx, q: usize, reason: IdleReason) {
+        let qq = &self.queues[q];
+        let mut sl = self.slice_idle;
+        if qq.seeky() && qq.wr_coeff == 1 && self.asymmetric(q).is_none() {
+            sl = sl.min(MIN_TT_NS);
+        } else if qq.wr_coeff > 1 && self.kernel >= 5002 {
+            sl = sl.max(WR_MIN_SLICE_NS);
+        }
+        let stream = qq.stream;
+        self.wait_request = true;
+        self.timer = Some(ctx.now + sl);
+        self.idle_since = ctx.now;
+        let others_pending = self.others_pending(q);
+        self.log(Decision::Idle {
+            stream,
+            reason,
+            slice_ns: sl,
+            others_pending,
+        });
+    }
+
+    fn end_raising_if_due(&mut self, q: usize, now: u64) {
+        let qq = &mut self.queues[q];
+        // Raising ends with time, with service, or once the queue is found in a large burst.
+        if qq.wr_coeff > 1
+            && (qq.in_large_burst
+                || now > qq.wr_start + qq.wr_dur
+                || qq.wr_service > MAX_SERVICE_FROM_WR)
+        {
+            qq.wr_coeff = 1;
+            if qq.busy {
+                self.wr_busy -= 1;
+            }
+        }
+    }
+}
+
+impl Scheduler for Bfq {
+    fn name(&self) -> &'static str {
+        "bfq"
+    }
+
+    fn allow_merge(&self, ctx: &Ctx, rq: RqId, stream: u32, sync: bool) -> bool {
+        // Only into a request of the bio's own queue (`bfq_allow_bio_merge`).
+        let r = &ctx.rqs[rq as usize];
+        r.sync == sync && (!sync || r.stream == stream)
+    }
+
+    fn repositioned(&mut self, ctx: &Ctx, rq: RqId, old_sector: u64) {
+        if let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) {
+            let qq = &mut self.queues[q];
+            if qq.sorted.remove(&(old_sector, rq)) {
+                let s = ctx.rqs[rq as usize].sector;
+                qq.sorted.insert((s, rq));
+                self.rq_pos[rq as usize] = s;
+            }
+        }
+    }
+
+    fn insert(&mut self, ctx: &Ctx, rq: RqId) {
+        self.now = ctx.now;
+        let q = self.queue_for(ctx, rq);
+        if self.queue_of.len() <= rq as usize {
+            self.queue_of.resize(rq as usize + 1, 0);
+        }
+        self.queue_of[rq as usize] = q as u32;
+        let r = &ctx.rqs[rq as usize];
+        let (sector, sectors) = (r.sector, r.sectors);
+        let rotational = self.rotational;
+        let slice_idle = self.slice_idle;
+        let was_empty = self.queues[q].queued() == 0;
+        {
+            let qq = &mut self.queues[q];
+            // Think time: only from an idle queue (6.x), capped at 2 x slice_idle.
+            if qq.sync && was_empty && qq.dispatched == 0 && !qq.busy && slice_idle > 0 {
+                let elapsed = ctx
+                    .now
+                    .saturating_sub(qq.last_end_request)
+                    .min(2 * slice_idle);
+                qq.ttime_samples = (7 * qq.ttime_samples + 256) / 8;
+                qq.ttime_total = (7 * qq.ttime_total + 256 * elapsed) / 8;
+                qq.ttime_mean = (qq.ttime_total + 128) / qq.ttime_samples.max(1);
+            }
+            if ctx.now.saturating_sub(qq.last_end_request) < 3 * slice_idle {
+                qq.requests_within_timer += 1;
+                if qq.requests_within_timer >= 120 {
+                    qq.io_bound_flag = true;
+                }
+            }
+            let seeky = sector.abs_diff(qq.last_pos) > SEEK_THR && (rotational || sectors < 64);
+            qq.seek_hist = (qq.seek_hist << 1) | u32::from(seeky);
+        }
+        if was_empty && self.queues[q].dispatched == 0 {
+            self.check_waker(q, ctx.now);
+        }
+        self.update_io_intensity(q, ctx.now);
+        {
+            let qq = &mut self.queues[q];
+            qq.sorted.insert((sector, rq));
+            if self.rq_pos.len() <= rq as usize {
+                self.rq_pos.resize(rq as usize + 1, u64::MAX);
+            }
+            self.rq_pos[rq as usize] = sector;
+            qq.fifo.push_back(rq);
+        }
+        self.total_queued += 1;
+        if !self.queues[q].busy {
+            self.activate(ctx, q, sectors);
+        } else if self.in_service == Some(q) && self.wait_request {
+            let small = sectors < 32 && self.queues[q].queued() == 1;
+            let timed_out = self.budget_timed_out(q, ctx.now);
+            if !(small && self.idling_boosts_thr(q) && !timed_out) {
+                self.end_idle(IdleOutcome::Arrived);
+                if timed_out {
+                    self.expire(ctx, q, ExpireReason::BudgetTimeout);
+                }
+            }
+        }
+        if self.in_service == Some(q) && self.wait_request && !self.queues[q].busy {
+            self.end_idle(IdleOutcome::Arrived);
+        }
+    }
+
+    fn dispatch(&mut self, ctx: &Ctx) -> Option<RqId> {
+        self.now = ctx.now;
+        if self.strict && ctx.in_driver > 0 {
+            return None;
+        }
+        // hw_tag: 32 samples with enough outstanding work, then "queueing" if > 3 in driver.
+        if self.hw_tag.is_none() && ctx.in_driver as usize + self.total_queued > 3 {
+            self.max_in_driver = self.max_in_driver.max(ctx.in_driver);
+            self.hw_samples += 1;
+            if self.hw_samples >= 32 {
+                self.hw_tag = Some(self.max_in_driver > 3);
+            }
+        }
+        let q = self.select_queue(ctx)?;
+        let rq = self.next_rq(ctx, q)?;
+        let sectors = ctx.rqs[rq as usize].sectors;
+        let charge = self.charge(q, sectors);
+        let wsum: f64 = self
+            .queues
+            .iter()
+            .filter(|o| o.busy)
+            .map(|o| o.weight())
+            .sum();
+        self.vtime += f64::from(charge) / wsum.max(1.0);
+        let qq = &mut self.queues[q];
+        qq.sorted.remove(&(self.rq_pos[rq as usize], rq));
+        self.rq_pos[rq as usize] = u64::MAX;
+        self.total_queued -= 1;
+        qq.dispatched += 1;
+        qq.service += charge;
+        qq.last_pos = ctx.rqs[rq as usize].end();
+        if qq.wr_coeff > 1 {
+            qq.wr_service += u64::from(sectors);
+        }
+        self.end_raising_if_due(q, ctx.now);
+        if self.in_service == Some(q)
+            && self.queues[q].queued() == 0
+            && self.budget_timed_out(q, ctx.now)
+        {
+            self.expire(ctx, q, ExpireReason::BudgetTimeout);
+        }
+        Some(rq)
+    }
+
+    fn completed(&mut self, ctx: &Ctx, rq: RqId) {
+        self.now = ctx.now;
+        let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) else {
+            return;
+        };
+        {
+            let qq = &mut self.queues[q];
+            qq.dispatched = qq.dispatched.saturating_sub(1);
+            qq.last_end_request = ctx.now;
+        }
+        self.last_completed = Some(q);
+        self.last_completion = ctx.now;
+        if self.in_service != Some(q) {
+            // A queue that expired with requests in flight leaves the busy set once they
+            // are done only through a new activation; nothing to decide here.
+            return;
+        }
+        let empty = self.queues[q].queued() == 0;
+        let idle = if empty {
+            self.better_to_idle(ctx, q)
+        } else {
+            None
+        };
+        if let Some(reason) = idle {
+            if self.queues[q].dispatched == 0 && !self.wait_request {
+                self.arm_idle(ctx, q, reason);
+            }
+        } else if self.budget_timed_out(q, ctx.now) {
+            self.expire(ctx, q, ExpireReason::BudgetTimeout);
+        } else if empty {
+            self.expire(ctx, q, ExpireReason::NoMoreRequests);
+        }
+    }
+
+    fn next_timer(&self) -> Option<u64> {
+        self.timer
+    }
+
+    fn timer(&mut self, ctx: &Ctx) {
+        self.now = ctx.now;
+        if !self.wait_request {
+            return;
+        }
+        let Some(q) = self.in_service else {
+            self.wait_request = false;
+            self.timer = None;
+            return;
+        };
+        if self.budget_timed_out(q, ctx.now) {
+            self.expire(ctx, q, ExpireReason::BudgetTimeout);
+        } else if self.queues[q].queued() == 0 {
+            self.expire(ctx, q, ExpireReason::TooIdle);
+        } else {
+            self.end_idle(IdleOutcome::Arrived);
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        self.total_queued > 0
+    }
+
+    fn take_decisions(&mut self) -> Vec<Decided> {
+        std::mem::take(&mut self.decisions)
+    }
+}

@@ -1,0 +1,419 @@
+//! Scheduler models: pure, deterministic state machines the simulator drives. Each owns the
+//! requests inserted into it until it hands them out, decides in what order, and may hold
+//! the device idle (returning nothing while it has work) with a timer to wake it. What each
+//! decided and why is kept in a [`Decision`] log.
+//!
+//! - [`none`] is FIFO, blk-mq's software queue.
+//! - [`deadline`] is mq-deadline.
+//! - [`bfq`] is BFQ (per-process queues, B-WF2Q+, budgets, idling, injection, raising).
+//! - [`kyber`] is Kyber's per-domain token pools.
+//!
+//! Owns: scheduling decisions. Must not: time the device, emit events.
+
+pub mod bfq;
+pub mod deadline;
+pub mod kyber;
+pub mod none;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::event::Op;
+
+pub type RqId = u32;
+
+/// Where a request is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RqState {
+    Plugged,
+    Queued,
+    Dispatched,
+    Done,
+}
+
+/// A request as the simulator keeps it; schedulers read these, the simulator writes them.
+#[derive(Clone, Debug)]
+pub struct Rq {
+    pub stream: u32,
+    pub cgroup: u64,
+    pub sector: u64,
+    pub sectors: u32,
+    pub op: Op,
+    pub sync: bool,
+    pub meta: bool,
+    pub ioprio: u16,
+    /// When it entered the scheduler.
+    pub inserted: u64,
+    pub state: RqState,
+    pub head_io: u32,
+    pub tail_io: u32,
+    pub bios: u32,
+}
+
+impl Rq {
+    pub fn end(&self) -> u64 {
+        self.sector + u64::from(self.sectors)
+    }
+    pub fn is_write(&self) -> bool {
+        self.op.is_write()
+    }
+}
+
+/// What a scheduler sees of the world when called.
+pub struct Ctx<'a> {
+    pub now: u64,
+    pub rqs: &'a [Rq],
+    /// Requests in the driver.
+    pub in_driver: u32,
+    /// The device's depth (driver tags).
+    pub depth: u32,
+    pub rotational: bool,
+    /// Bios each stream has still to issue.
+    pub remaining: &'a [u32],
+}
+
+impl Ctx<'_> {
+    /// Whether stream `s` will issue more I/O after now (a process that exited has no
+    /// future: BFQ does not idle for it).
+    pub fn stream_has_future(&self, s: u32) -> bool {
+        self.remaining.get(s as usize).is_some_and(|r| *r > 0)
+    }
+}
+
+/// The scheduler interface.
+pub trait Scheduler {
+    fn name(&self) -> &'static str;
+    /// May a bio of `stream` (sync or not) join the queued request `rq`?
+    fn allow_merge(&self, ctx: &Ctx, rq: RqId, stream: u32, sync: bool) -> bool {
+        let _ = (ctx, rq, stream, sync);
+        true
+    }
+    /// Whether front merges are attempted (mq-deadline's `front_merges`).
+    fn front_merges(&self) -> bool {
+        true
+    }
+    /// A queued request's start moved (front merge) from `old_sector`.
+    fn repositioned(&mut self, ctx: &Ctx, rq: RqId, old_sector: u64) {
+        let _ = (ctx, rq, old_sector);
+    }
+    fn insert(&mut self, ctx: &Ctx, rq: RqId);
+    /// The next request for the driver, or `None` (nothing, or holding the device idle).
+    fn dispatch(&mut self, ctx: &Ctx) -> Option<RqId>;
+    fn completed(&mut self, ctx: &Ctx, rq: RqId);
+    /// When the scheduler wants to be called back ([`Scheduler::timer`]).
+    fn next_timer(&self) -> Option<u64> {
+        None
+    }
+    fn timer(&mut self, ctx: &Ctx) {
+        let _ = ctx;
+    }
+    /// Whether it holds requests not yet dispatched.
+    fn has_work(&self) -> bool;
+    fn take_decisions(&mut self) -> Vec<Decided> {
+        Vec::new()
+    }
+}
+
+/// Why BFQ expired a queue (`enum bfqq_expiration`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpireReason {
+    TooIdle,
+    BudgetTimeout,
+    BudgetExhausted,
+    NoMoreRequests,
+    Preempted,
+}
+
+impl ExpireReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::TooIdle => "too_idle",
+            Self::BudgetTimeout => "budget_timeout",
+            Self::BudgetExhausted => "budget_exhausted",
+            Self::NoMoreRequests => "no_more_requests",
+            Self::Preempted => "preempted",
+        }
+    }
+}
+
+/// Which clause of BFQ's idling decision held (`bfq_better_to_idle`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleReason {
+    /// `strict_guarantees`.
+    Strict,
+    /// `idling_boosts_thr_without_issues`: sequential, I/O-bound, short think time (or a
+    /// rotational device without command queueing).
+    BoostsThroughput,
+    /// A weight-raised queue must be protected.
+    WeightRaised,
+    /// Queues of different weights (or classes) are busy.
+    AsymmetricWeights,
+    /// Non-root cgroups have pending I/O (`num_groups_with_pending_reqs`).
+    CgroupsPending,
+    /// The only busy queue (5.12+: plugging costs nothing then).
+    OnlyBusyQueue,
+}
+
+impl IdleReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Strict => "strict_guarantees",
+            Self::BoostsThroughput => "boosts_throughput",
+            Self::WeightRaised => "weight_raised",
+            Self::AsymmetricWeights => "asymmetric_weights",
+            Self::CgroupsPending => "cgroups_pending",
+            Self::OnlyBusyQueue => "only_busy_queue",
+        }
+    }
+}
+
+/// How an idle period ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleOutcome {
+    /// The queue's own next request came.
+    Arrived,
+    /// The timer fired: pure waste.
+    TimerExpired,
+    /// Another queue took over.
+    Preempted,
+}
+
+/// Why BFQ served another queue while idling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InjectWhy {
+    Waker,
+    Woken,
+    Limit,
+}
+
+/// One decision, as the scheduler would log it. Queues are named after their stream.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "what", rename_all = "snake_case")]
+pub enum Decision {
+    InService {
+        stream: u32,
+        sync: bool,
+        budget: u32,
+    },
+    Expire {
+        stream: u32,
+        sync: bool,
+        reason: ExpireReason,
+        served: u32,
+        /// The queue is shared by merged processes (BFQ logs it as `bfqSHARED-`).
+        shared: bool,
+    },
+    /// BFQ merged `stream`'s new queue into `into`'s (stable merge of queues created
+    /// together, 5.13+).
+    Merge {
+        stream: u32,
+        into: u32,
+    },
+    Idle {
+        stream: u32,
+        reason: IdleReason,
+        slice_ns: u64,
+        /// Other queues had requests waiting when idling began.
+        others_pending: bool,
+    },
+    IdleEnd {
+        stream: u32,
+        outcome: IdleOutcome,
+        waited_ns: u64,
+        others_pending: bool,
+    },
+    Inject {
+        into: u32,
+        from: u32,
+        why: InjectWhy,
+    },
+    Waker {
+        stream: u32,
+        waker: u32,
+    },
+    Raise {
+        stream: u32,
+        coeff: u32,
+        duration_ns: u64,
+    },
+    /// Kyber or mq-deadline: nothing interesting to log for each dispatch, only throttling.
+    Throttled {
+        domain: &'static str,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Decided {
+    pub t: u64,
+    #[serde(flatten)]
+    pub d: Decision,
+}
+
+/// Scheduler names the model knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum SchedKind {
+    None,
+    MqDeadline,
+    Bfq,
+    Kyber,
+}
+
+impl SchedKind {
+    pub const ALL: [SchedKind; 4] = [
+        SchedKind::None,
+        SchedKind::MqDeadline,
+        SchedKind::Bfq,
+        SchedKind::Kyber,
+    ];
+
+    pub fn parse(s: &str) -> Option<SchedKind> {
+        match s {
+            "none" | "noop" => Some(SchedKind::None),
+            "mq-deadline" | "deadline" => Some(SchedKind::MqDeadline),
+            "bfq" => Some(SchedKind::Bfq),
+            "kyber" => Some(SchedKind::Kyber),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SchedKind::None => "none",
+            SchedKind::MqDeadline => "mq-deadline",
+            SchedKind::Bfq => "bfq",
+            SchedKind::Kyber => "kyber",
+        }
+    }
+}
+
+/// `--set key=value` settings, checked by each scheduler against the keys it knows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Settings(pub BTreeMap<String, String>);
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SettingError {
+    #[error("{sched} has no tunable {key:?} (known: {known})")]
+    Unknown {
+        sched: &'static str,
+        key: String,
+        known: String,
+    },
+    #[error("{key}={value}: {why}")]
+    Bad {
+        key: String,
+        value: String,
+        why: &'static str,
+    },
+    #[error("--set {0:?}: expected key=value")]
+    Syntax(String),
+}
+
+impl Settings {
+    pub fn parse_pairs(pairs: &[String]) -> Result<Settings, SettingError> {
+        let mut m = BTreeMap::new();
+        for p in pairs {
+            let (k, v) = p
+                .split_once('=')
+                .ok_or_else(|| SettingError::Syntax(p.clone()))?;
+            m.insert(k.trim().to_string(), v.trim().to_string());
+        }
+        Ok(Settings(m))
+    }
+
+    /// Refuses keys not in `known` (plus the simulator's own).
+    pub fn check(&self, sched: &'static str, known: &[&str]) -> Result<(), SettingError> {
+        for k in self.0.keys() {
+            if !known.contains(&k.as_str()) && !SIM_KEYS.contains(&k.as_str()) {
+                let mut all: Vec<&str> = known.iter().chain(SIM_KEYS).copied().collect();
+                all.sort();
+                return Err(SettingError::Unknown {
+                    sched,
+                    key: k.clone(),
+                    known: all.join(", "),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn u64_or(&self, key: &str, default: u64) -> Result<u64, SettingError> {
+        match self.0.get(key) {
+            None => Ok(default),
+            Some(v) => v.parse().map_err(|_| SettingError::Bad {
+                key: key.into(),
+                value: v.clone(),
+                why: "not a non-negative integer",
+            }),
+        }
+    }
+
+    pub fn bool_or(&self, key: &str, default: bool) -> Result<bool, SettingError> {
+        match self.0.get(key).map(String::as_str) {
+            None => Ok(default),
+            Some("1" | "true" | "on") => Ok(true),
+            Some("0" | "false" | "off") => Ok(false),
+            Some(v) => Err(SettingError::Bad {
+                key: key.into(),
+                value: v.into(),
+                why: "expected 0 or 1",
+            }),
+        }
+    }
+
+    /// A kernel version `major.minor` (e.g. `5.2`, `6.18.0-1-amd64`), as major*1000+minor.
+    pub fn kernel_or(&self, key: &str, default: u32) -> Result<u32, SettingError> {
+        match self.0.get(key) {
+            None => Ok(default),
+            Some(v) => parse_kernel(v).ok_or_else(|| SettingError::Bad {
+                key: key.into(),
+                value: v.clone(),
+                why: "expected a kernel version such as 5.2 or 6.18",
+            }),
+        }
+    }
+}
+
+/// Keys the simulator itself takes, whatever the scheduler.
+pub const SIM_KEYS: &[&str] = &["depth", "nomerges", "max_sectors_kb"];
+
+/// `6.18.0-1-amd64` -> 6018.
+pub fn parse_kernel(release: &str) -> Option<u32> {
+    let mut parts = release.split(['.', '-']);
+    let major: u32 = parts.next()?.parse().ok()?;
+    let minor: u32 = parts.next()?.parse().ok()?;
+    Some(major * 1000 + minor)
+}
+
+/// Builds a scheduler model from its kind and settings.
+pub fn build(
+    kind: SchedKind,
+    settings: &Settings,
+    env: &SchedEnv,
+) -> Result<Box<dyn Scheduler>, SettingError> {
+    Ok(match kind {
+        SchedKind::None => {
+            settings.check("none", &[])?;
+            Box::new(none::NoneSched::default())
+        }
+        SchedKind::MqDeadline => Box::new(deadline::Deadline::new(settings)?),
+        SchedKind::Bfq => Box::new(bfq::Bfq::new(settings, env)?),
+        SchedKind::Kyber => Box::new(kyber::Kyber::new(settings)?),
+    })
+}
+
+/// What a scheduler model may know of the device and workload up front.
+#[derive(Clone, Debug)]
+pub struct SchedEnv {
+    pub rotational: bool,
+    /// Kernel version (major*1000+minor) the trace was recorded on.
+    pub kernel: u32,
+    /// Sequential bandwidth, sectors/s (BFQ's peak rate).
+    pub peak_sectors_per_sec: f64,
+    /// Cgroup ids BFQ would see as the root group.
+    pub root_cgroups: Vec<u64>,
+}

@@ -1,0 +1,636 @@
+//! The discrete-event simulator: releases the workload's bios by their triggers, builds
+//! requests as blk-mq would (plug, plug merge, scheduler bio merge), hands them to a
+//! scheduler model, times them on the device model, and writes what happened as our own
+//! [`Event`]s (Q, G, M/F, I, D, C with synthetic ids), so a replay is analysed by the same
+//! code as a recording.
+//!
+//! Plugging: bios of one process queued back to back (the next one follows within
+//! [`PLUG_NS`] of this one's Q) are held in the process's plug and merged there; the plug is
+//! flushed when the batch ends or holds [`PLUG_MAX`] requests.
+//!
+//! Owns: time, blk-mq plumbing. Must not: decide order (the scheduler does) or aggregate.
+
+use std::{cmp::Reverse, collections::BinaryHeap};
+
+use rustc_hash::FxHashMap;
+
+use crate::event::{Comm, Dev, Event, EventKind, Op, ReqFlags};
+
+use super::{
+    device::DeviceModel,
+    sched::{Ctx, Decided, Rq, RqId, RqState, Scheduler},
+    workload::{Trigger, Workload},
+};
+
+/// A bio queued this soon after the previous one of its process joins its plug.
+pub const PLUG_NS: u64 = 50_000;
+/// `BLK_MAX_REQUEST_COUNT`.
+pub const PLUG_MAX: usize = 32;
+/// A scheduler asked to dispatch with work pending but nothing dispatchable is run again
+/// this long after (`BLK_MQ_BUDGET_DELAY`) even without an event.
+const RERUN_NS: u64 = 3_000_000;
+
+/// Simulator settings (the keys of `sched::SIM_KEYS`).
+#[derive(Clone, Copy, Debug)]
+pub struct SimConfig {
+    /// Driver tags: requests in the device at once.
+    pub depth: u32,
+    /// 0: all merges; 1: plug merges only; 2: none.
+    pub nomerges: u8,
+    pub max_sectors: u32,
+    /// Write events for the report (off for speed measurements).
+    pub emit: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            depth: 32,
+            nomerges: 0,
+            max_sectors: 2560,
+            emit: true,
+        }
+    }
+}
+
+/// What a run produced.
+pub struct SimResult {
+    pub events: Vec<Event>,
+    pub decisions: Vec<Decided>,
+    pub requests: u64,
+    pub bios: u64,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// Completion time of each bio, ns after the start.
+    pub completion: Vec<u64>,
+    pub queued: Vec<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Arrive(u32),
+    Complete(RqId),
+    Timer,
+}
+
+/// Base of synthetic ids; bios and requests never collide.
+const BIO_ID: u64 = 1 << 40;
+const RQ_ID: u64 = 1 << 20;
+/// Events are stamped from here (CLOCK_MONOTONIC-like, non-zero).
+pub const T0: u64 = 1_000_000_000;
+
+struct Sim<'a> {
+    w: &'a Workload,
+    dev: &'a DeviceModel,
+    cfg: SimConfig,
+    sched: Box<dyn Scheduler + 'a>,
+    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    now: u64,
+    rqs: Vec<Rq>,
+    next_in_rq: Vec<u32>,
+    /// Dependents by trigger, CSR: bios released by a Q / by a completion.
+    after_q: (Vec<u32>, Vec<u32>),
+    after_c: (Vec<u32>, Vec<u32>),
+    plugs: Vec<Vec<RqId>>,
+    /// Bios of each stream still to arrive (its future).
+    remaining: Vec<u32>,
+    by_end: FxHashMap<u64, RqId>,
+    by_start: FxHashMap<u64, RqId>,
+    bypass: std::collections::VecDeque<RqId>,
+    bypassed: Vec<bool>,
+    in_driver: u32,
+    free_at: Vec<u64>,
+    head: u64,
+    timer_at: Option<u64>,
+    rerun_at: Option<u64>,
+    events: Vec<Event>,
+    completion: Vec<u64>,
+    queued: Vec<u64>,
+    template: Event,
+}
+
+fn csr(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> (Vec<u32>, Vec<u32>) {
+    let mut start = vec![0u32; n + 1];
+    for (from, _) in pairs.clone() {
+        start[from as usize + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut out = vec![0u32; start[n] as usize];
+    for (from, to) in pairs {
+        out[fill[from as usize] as usize] = to;
+        fill[from as usize] += 1;
+    }
+    (start, out)
+}
+
+fn slice(c: &(Vec<u32>, Vec<u32>), i: u32) -> std::ops::Range<usize> {
+    c.0[i as usize] as usize..c.0[i as usize + 1] as usize
+}
+
+/// The context parts from the simulator's fields (a macro, so that the scheduler field can be
+/// borrowed mutably beside them).
+macro_rules! parts {
+    ($s:expr) => {
+        CtxParts {
+            now: $s.now,
+            in_driver: $s.in_driver,
+            depth: $s.cfg.depth,
+            rotational: $s.dev.rotational(),
+            remaining: &$s.remaining,
+        }
+    };
+}
+
+/// The parts of a [`Ctx`] that do not borrow the request table (so the scheduler, also in
+/// the simulator, can be borrowed mutably beside it).
+struct CtxParts<'a> {
+    now: u64,
+    in_driver: u32,
+    depth: u32,
+    rotational: bool,
+    remaining: &'a [u32],
+}
+
+impl<'a> CtxParts<'a> {
+    fn ctx<'b>(&'b self, rqs: &'b [Rq]) -> Ctx<'b> {
+        Ctx {
+            now: self.now,
+            rqs,
+            in_driver: self.in_driver,
+            depth: self.depth,
+            rotational: self.rotational,
+            remaining: self.remaining,
+        }
+    }
+}
+
+/// Replays `w` under `sched` on `dev`.
+pub fn run(
+    w: &Workload,
+    dev: &DeviceModel,
+    sched: Box<dyn Scheduler + '_>,
+    cfg: SimConfig,
+) -> SimResult {
+    let n = w.ios.len();
+    let after_q = csr(
+        n,
+        w.ios
+            .iter()
+            .enumerate()
+            .filter_map(|(j, io)| match io.trigger {
+                Trigger::AfterQueue { io, .. } => Some((io, j as u32)),
+                _ => None,
+            }),
+    );
+    let after_c = csr(
+        n,
+        w.ios
+            .iter()
+            .enumerate()
+            .filter_map(|(j, io)| match io.trigger {
+                Trigger::AfterCompletion { io, .. } => Some((io, j as u32)),
+                _ => None,
+            }),
+    );
+    let mut sim = Sim {
+        w,
+        dev,
+        cfg,
+        sched,
+        heap: BinaryHeap::with_capacity(1024),
+        seq: 0,
+        now: 0,
+        rqs: Vec::with_capacity(n),
+        next_in_rq: vec![u32::MAX; n],
+        after_q,
+        after_c,
+        plugs: vec![Vec::new(); w.streams.len()],
+        remaining: w.streams.iter().map(|s| s.ios).collect(),
+        by_end: FxHashMap::default(),
+        by_start: FxHashMap::default(),
+        bypass: Default::default(),
+        bypassed: Vec::with_capacity(n),
+        in_driver: 0,
+        free_at: vec![0; dev.servers()],
+        head: 0,
+        timer_at: None,
+        rerun_at: None,
+        events: Vec::with_capacity(if cfg.emit { n * 6 } else { 0 }),
+        completion: vec![0; n],
+        queued: vec![0; n],
+        template: Event {
+            ts_ns: 0,
+            kind: EventKind::Queue,
+            cpu: 0,
+            pid: 0,
+            tgid: 0,
+            comm: Comm::default(),
+            cgroup_id: 0,
+            dev: w.device.dev,
+            sector: 0,
+            bytes: 0,
+            op: Op::Read,
+            flags: ReqFlags(0),
+            ioprio: 0,
+            rq: 0,
+            bio: 0,
+            error: 0,
+            aux: 0,
+        },
+    };
+    // Open-loop bios come from a sorted list, not the heap: a writeback stream can hold
+    // most of a trace's bios, and the heap stays as small as what is in flight.
+    let mut open: Vec<(u64, u32)> = w
+        .ios
+        .iter()
+        .enumerate()
+        .filter_map(|(i, io)| match io.trigger {
+            Trigger::At(t) => Some((t, i as u32)),
+            _ => None,
+        })
+        .collect();
+    open.sort_unstable();
+    let mut open = open.into_iter().peekable();
+    loop {
+        let from_open = match (open.peek(), sim.heap.peek()) {
+            (Some((t, _)), Some(Reverse((h, _, _)))) => t <= h,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        let (t, ev) = if from_open {
+            let (t, i) = open.next().expect("peeked");
+            (t, Ev::Arrive(i))
+        } else {
+            let Reverse((t, _, ev)) = sim.heap.pop().expect("peeked");
+            (t, ev)
+        };
+        sim.now = t;
+        match ev {
+            Ev::Arrive(i) => sim.arrive(i),
+            Ev::Complete(rq) => sim.complete(rq),
+            Ev::Timer => {
+                if sim.timer_at == Some(t) {
+                    sim.timer_at = None;
+                    let ctx = parts!(sim);
+                    sim.sched.timer(&ctx.ctx(&sim.rqs));
+                } else if sim.rerun_at == Some(t) {
+                    sim.rerun_at = None;
+                } else {
+                    continue;
+                }
+            }
+        }
+        sim.run_queue();
+    }
+    let decisions = sim.sched.take_decisions();
+    SimResult {
+        requests: sim.rqs.len() as u64,
+        bios: n as u64,
+        start_ns: T0,
+        end_ns: T0 + sim.now,
+        events: sim.events,
+        decisions,
+        completion: sim.completion,
+        queued: sim.queued,
+    }
+}
+
+impl<'a> Sim<'a> {
+    fn push(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, ev)));
+    }
+
+    fn emit(&mut self, kind: EventKind, f: impl FnOnce(&mut Event)) {
+        if !self.cfg.emit {
+            return;
+        }
+        let mut ev = self.template;
+        ev.ts_ns = T0 + self.now;
+        ev.kind = kind;
+        f(&mut ev);
+        self.events.push(ev);
+    }
+
+    fn emit_bio(&mut self, kind: EventKind, i: u32) {
+        if !self.cfg.emit {
+            return;
+        }
+        let io = self.w.ios[i as usize];
+        let st = &self.w.streams[io.stream as usize];
+        let (pid, tgid, comm, cg) = (st.pid, st.tgid, st.comm, st.cgroup_id);
+        self.emit(kind, |ev| {
+            ev.pid = pid;
+            ev.tgid = tgid;
+            ev.comm = comm;
+            ev.cgroup_id = cg;
+            ev.bio = BIO_ID + u64::from(i);
+            ev.sector = io.sector;
+            ev.bytes = io.sectors << 9;
+            ev.op = io.op;
+            ev.flags = io.flags;
+        });
+    }
+
+    fn arrive(&mut self, i: u32) {
+        let io = self.w.ios[i as usize];
+        self.queued[i as usize] = self.now;
+        self.remaining[io.stream as usize] -= 1;
+        self.emit_bio(EventKind::Queue, i);
+        // Release what follows this Q; note whether the batch continues.
+        let mut batch_continues = false;
+        for k in slice(&self.after_q, i) {
+            let j = self.after_q.1[k];
+            if let Trigger::AfterQueue { delay, .. } = self.w.ios[j as usize].trigger {
+                batch_continues |= delay <= PLUG_NS;
+                self.push(self.now + delay, Ev::Arrive(j));
+            }
+        }
+        let s = io.stream as usize;
+        let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
+        if !data || !self.try_merge(i) {
+            let rq = self.new_rq(i);
+            self.plugs[s].push(rq);
+        }
+        if !batch_continues || self.plugs[s].len() >= PLUG_MAX {
+            self.flush_plug(s);
+        }
+    }
+
+    fn new_rq(&mut self, i: u32) -> RqId {
+        let io = self.w.ios[i as usize];
+        let st = &self.w.streams[io.stream as usize];
+        let id = self.rqs.len() as RqId;
+        self.rqs.push(Rq {
+            stream: io.stream,
+            cgroup: st.cgroup_id,
+            sector: io.sector,
+            sectors: io.sectors,
+            op: io.op,
+            sync: io.sync,
+            meta: io.flags.has(ReqFlags::META),
+            ioprio: 0,
+            inserted: self.now,
+            state: RqState::Plugged,
+            head_io: i,
+            tail_io: i,
+            bios: 1,
+        });
+        self.bypassed.push(false);
+        self.emit_bio(EventKind::GetRq, i);
+        id
+    }
+
+    fn mergeable(&self, rq: &Rq, i: u32) -> bool {
+        let io = &self.w.ios[i as usize];
+        rq.op == io.op && rq.sync == io.sync && rq.sectors + io.sectors <= self.cfg.max_sectors
+    }
+
+    /// Plug merge (the stream's plug, back or front), then the scheduler's bio merge.
+    fn try_merge(&mut self, i: u32) -> bool {
+        if self.cfg.nomerges >= 2 {
+            return false;
+        }
+        let io = self.w.ios[i as usize];
+        let s = io.stream as usize;
+        let end = io.sector + u64::from(io.sectors);
+        let plug_hit = self.plugs[s].iter().rev().find_map(|&r| {
+            let rq = &self.rqs[r as usize];
+            if !self.mergeable(rq, i) {
+                None
+            } else if rq.end() == io.sector {
+                Some((r, true))
+            } else if rq.sector == end {
+                Some((r, false))
+            } else {
+                None
+            }
+        });
+        if let Some((r, back)) = plug_hit {
+            self.do_merge(r, i, back);
+            return true;
+        }
+        if self.cfg.nomerges >= 1 {
+            return false;
+        }
+        let parts = parts!(self);
+        let ctx = parts.ctx(&self.rqs);
+        let candidate = self
+            .by_end
+            .get(&io.sector)
+            .map(|r| (*r, true))
+            .filter(|(r, _)| {
+                self.mergeable(&self.rqs[*r as usize], i)
+                    && self.sched.allow_merge(&ctx, *r, io.stream, io.sync)
+            })
+            .or_else(|| {
+                if !self.sched.front_merges() {
+                    return None;
+                }
+                self.by_start
+                    .get(&end)
+                    .map(|r| (*r, false))
+                    .filter(|(r, _)| {
+                        self.mergeable(&self.rqs[*r as usize], i)
+                            && self.sched.allow_merge(&ctx, *r, io.stream, io.sync)
+                    })
+            });
+        match candidate {
+            Some((r, back)) => {
+                let old_sector = self.rqs[r as usize].sector;
+                let old_end = self.rqs[r as usize].end();
+                self.by_end.remove(&old_end);
+                self.by_start.remove(&old_sector);
+                self.do_merge(r, i, back);
+                let rq = &self.rqs[r as usize];
+                self.by_end.insert(rq.end(), r);
+                self.by_start.insert(rq.sector, r);
+                if !back {
+                    let parts = parts!(self);
+                    let ctx = parts.ctx(&self.rqs);
+                    self.sched.repositioned(&ctx, r, old_sector);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn do_merge(&mut self, r: RqId, i: u32, back: bool) {
+        let io = self.w.ios[i as usize];
+        let rq = &mut self.rqs[r as usize];
+        rq.sectors += io.sectors;
+        rq.bios += 1;
+        if back {
+            self.next_in_rq[rq.tail_io as usize] = i;
+            rq.tail_io = i;
+        } else {
+            self.next_in_rq[i as usize] = rq.head_io;
+            rq.head_io = i;
+            rq.sector = io.sector;
+        }
+        self.emit_bio(
+            if back {
+                EventKind::BackMerge
+            } else {
+                EventKind::FrontMerge
+            },
+            i,
+        );
+    }
+
+    fn flush_plug(&mut self, s: usize) {
+        let plug = std::mem::take(&mut self.plugs[s]);
+        for r in plug {
+            let rq = &mut self.rqs[r as usize];
+            rq.state = RqState::Queued;
+            rq.inserted = self.now;
+            let (sector, end, head, sectors) = (rq.sector, rq.end(), rq.head_io, rq.sectors);
+            let bioless = sectors == 0 || rq.op == Op::Flush;
+            self.emit(EventKind::Insert, |ev| {
+                ev.rq = RQ_ID + u64::from(r);
+                ev.bio = BIO_ID + u64::from(head);
+                ev.sector = sector;
+                ev.bytes = sectors << 9;
+            });
+            if bioless {
+                // Flushes go through the flush machinery, ahead of the scheduler.
+                self.bypassed[r as usize] = true;
+                self.bypass.push_back(r);
+                continue;
+            }
+            self.by_end.insert(end, r);
+            self.by_start.insert(sector, r);
+            let parts = parts!(self);
+            let ctx = parts.ctx(&self.rqs);
+            self.sched.insert(&ctx, r);
+        }
+    }
+
+    fn run_queue(&mut self) {
+        let mut dispatched = false;
+        while self.in_driver < self.cfg.depth {
+            let r = match self.bypass.pop_front() {
+                Some(r) => r,
+                None => {
+                    let parts = parts!(self);
+                    let ctx = parts.ctx(&self.rqs);
+                    match self.sched.dispatch(&ctx) {
+                        Some(r) => r,
+                        None => break,
+                    }
+                }
+            };
+            dispatched = true;
+            self.issue(r);
+        }
+        let want = self.sched.next_timer();
+        if want != self.timer_at {
+            self.timer_at = want;
+            if let Some(t) = want {
+                self.push(t.max(self.now), Ev::Timer);
+            }
+        }
+        // Work pending, nothing dispatchable, nothing in flight or armed to wake us.
+        if !dispatched
+            && self.in_driver == 0
+            && self.timer_at.is_none()
+            && self.sched.has_work()
+            && self.rerun_at.is_none()
+        {
+            let t = self.now + RERUN_NS;
+            self.rerun_at = Some(t);
+            self.push(t, Ev::Timer);
+        }
+    }
+
+    fn issue(&mut self, r: RqId) {
+        let rq = &mut self.rqs[r as usize];
+        rq.state = RqState::Dispatched;
+        let (sector, end, sectors, op, head) = (rq.sector, rq.end(), rq.sectors, rq.op, rq.head_io);
+        if !self.bypassed[r as usize] {
+            self.by_end.remove(&end);
+            self.by_start.remove(&sector);
+        }
+        self.in_driver += 1;
+        // The server free first takes it; a rotational device serves in issue order.
+        let (k, free) = self
+            .free_at
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|(_, f)| *f)
+            .expect("at least one server");
+        let start = free.max(self.now);
+        let svc = if sectors == 0 {
+            0
+        } else {
+            let t = self.dev.service_ns(self.head, sector, sectors);
+            self.head = end;
+            t
+        };
+        self.free_at[k] = start + svc;
+        self.push(start + svc, Ev::Complete(r));
+        if self.cfg.emit {
+            let io = self.w.ios[head as usize];
+            self.emit(EventKind::Issue, |ev| {
+                ev.rq = RQ_ID + u64::from(r);
+                ev.bio = BIO_ID + u64::from(head);
+                ev.sector = sector;
+                ev.bytes = sectors << 9;
+                ev.op = op;
+                ev.flags = io.flags;
+            });
+            let mut pos = 1u64;
+            let mut b = self.next_in_rq[head as usize];
+            while b != u32::MAX {
+                self.emit(EventKind::BioInRq, |ev| {
+                    ev.rq = RQ_ID + u64::from(r);
+                    ev.bio = BIO_ID + u64::from(b);
+                    ev.aux = pos;
+                });
+                pos += 1;
+                b = self.next_in_rq[b as usize];
+            }
+        }
+    }
+
+    fn complete(&mut self, r: RqId) {
+        self.in_driver -= 1;
+        let rq = &mut self.rqs[r as usize];
+        rq.state = RqState::Done;
+        let (sectors, op, head) = (rq.sectors, rq.op, rq.head_io);
+        self.emit(EventKind::Complete, |ev| {
+            ev.rq = RQ_ID + u64::from(r);
+            ev.bytes = sectors << 9;
+            ev.aux = u64::from(sectors) << 9;
+            ev.op = op;
+        });
+        let mut b = head;
+        while b != u32::MAX {
+            self.completion[b as usize] = self.now;
+            for k in slice(&self.after_c, b) {
+                let j = self.after_c.1[k];
+                if let Trigger::AfterCompletion { delay, .. } = self.w.ios[j as usize].trigger {
+                    self.push(self.now + delay, Ev::Arrive(j));
+                }
+            }
+            b = self.next_in_rq[b as usize];
+        }
+        if !self.bypassed[r as usize] {
+            let parts = parts!(self);
+            let ctx = parts.ctx(&self.rqs);
+            self.sched.completed(&ctx, r);
+        }
+    }
+}
+
+/// The device a replay's events are on, as the source's device list names it.
+pub fn device_for(w: &Workload) -> Dev {
+    w.device.dev
+}

@@ -1,0 +1,256 @@
+//! Scenarios with analytic answers, and extraction from synthetic traces.
+
+use crate::{
+    event::Op,
+    input::MemorySource,
+    model::{explain, workload},
+};
+
+use super::{
+    device::DeviceModel,
+    replay::{Config, Replayer},
+    scenarios::{
+        THINK_NS as THINK, dsync_journal as dsync_cycle, empty as empty_workload, flat_disk, push,
+        stream,
+    },
+    sched::{SchedKind, Settings},
+    workload::{Trigger, Workload},
+};
+
+fn replayer(w: Workload, dev: DeviceModel) -> Replayer {
+    Replayer::new(w, Some(dev), vec![0, 1]).unwrap()
+}
+
+fn run(r: &Replayer, spec: &str) -> super::replay::Run {
+    r.run(&Config::parse(spec, &Settings::default()).unwrap())
+        .unwrap()
+}
+
+const SVC: f64 = 400_000.0;
+
+#[test]
+fn dsync_cycle_under_pre_5_3_bfq_costs_slice_idle_per_write() {
+    let n = 200;
+    let r = replayer(dsync_cycle(n), flat_disk(SVC, 100_000.0));
+    let dl = run(&r, "mq-deadline");
+    let per_op_dl = dl.summary.duration_s / f64::from(n);
+    // Two services and two think times per write.
+    let expect_dl = (2.0 * SVC + 2.0 * THINK as f64) / 1e9;
+    assert!(
+        (per_op_dl - expect_dl).abs() / expect_dl < 0.02,
+        "mq-deadline {per_op_dl} vs {expect_dl}"
+    );
+    let bfq = run(&r, "bfq:kernel=5.2,low_latency=0");
+    let per_op = bfq.summary.duration_s / f64::from(n);
+    // The idle timer runs from dd's completion: slice_idle replaces jbd2's think time.
+    let expect = (8e6 + 2.0 * SVC + THINK as f64) / 1e9;
+    assert!(
+        (per_op - expect).abs() / expect < 0.02,
+        "bfq 5.2: {per_op} s per write, expected {expect}; {:?}",
+        bfq.decision_counts
+    );
+    // After the first slice the queues are no longer I/O-bound (5.2's rule): every later
+    // idle is for the cgroups.
+    let cg = bfq
+        .decision_counts
+        .idles
+        .get("cgroups_pending")
+        .copied()
+        .unwrap_or(0);
+    assert!(cg >= u64::from(n) - 2, "{:?}", bfq.decision_counts);
+    assert!(
+        bfq.decision_counts
+            .expirations
+            .get("too_idle")
+            .copied()
+            .unwrap_or(0)
+            >= u64::from(n) - 1
+    );
+    // The report sees the same waste as the decisions: the device idle with jbd2 waiting.
+    let waste = bfq.summary.idle_with_pending_ms;
+    assert!(
+        waste > 0.9 * f64::from(n - 1) * 8.0,
+        "idle with pending {waste} ms"
+    );
+    // About 1/10 of mq-deadline's throughput on this disk.
+    let ratio = dl.summary.mb_per_s / bfq.summary.mb_per_s;
+    assert!((9.0..12.0).contains(&ratio), "ratio {ratio}");
+}
+
+#[test]
+fn dsync_cycle_under_current_bfq_loses_nothing() {
+    let n = 200;
+    let r = replayer(dsync_cycle(n), flat_disk(SVC, 100_000.0));
+    let dl = run(&r, "mq-deadline");
+    for spec in [
+        "bfq:kernel=6.18",
+        "bfq:kernel=5.3,low_latency=0",
+        "bfq:kernel=5.2,slice_idle=0",
+    ] {
+        let bfq = run(&r, spec);
+        let ratio = bfq.summary.duration_s / dl.summary.duration_s;
+        assert!(
+            ratio < 1.05,
+            "{spec}: {ratio} x mq-deadline's time; {:?}",
+            bfq.decision_counts
+        );
+    }
+}
+
+#[test]
+fn a_single_sequential_reader_loses_nothing_to_idling() {
+    let mut w = empty_workload(vec![stream(300, "reader", 1)]);
+    let mut prev = None;
+    for k in 0..500u64 {
+        let t = prev.map_or(Trigger::At(0), |p| Trigger::AfterCompletion {
+            io: p,
+            delay: 50_000,
+        });
+        prev = Some(push(&mut w, 0, 1_000_000 + k * 128, 128, Op::Read, true, t));
+    }
+    let r = replayer(w, flat_disk(8e6, 300_000.0));
+    let dl = run(&r, "mq-deadline");
+    let bfq = run(&r, "bfq");
+    let expect = 8e6 + 499.0 * (300_000.0 + 50_000.0);
+    assert!((dl.summary.duration_s * 1e9 - expect).abs() / expect < 0.01);
+    let ratio = bfq.summary.duration_s / dl.summary.duration_s;
+    assert!((0.999..1.001).contains(&ratio), "{ratio}");
+    // It idled (only busy queue), and every idle ended with its own request.
+    assert!(
+        !bfq.decision_counts
+            .idle_ms_by_outcome
+            .contains_key("timer_expired")
+    );
+}
+
+#[test]
+fn settings_are_checked() {
+    let r = replayer(dsync_cycle(3), flat_disk(SVC, 100_000.0));
+    let err = |spec: &str| {
+        r.run(&Config::parse(spec, &Settings::default()).unwrap())
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    assert!(err("bfq:slice_idel=0").contains("no tunable \"slice_idel\""));
+    assert!(err("bfq:slice_idle=x").contains("slice_idle=x"));
+    assert!(err("bfq:kernel=new").contains("kernel version"));
+    assert!(err("mq-deadline:slice_idle=0").contains("mq-deadline has no tunable"));
+    assert!(Config::parse("cfqq", &Settings::default()).is_err());
+}
+
+/// The whole path on a trace: events of the seed-001 cycle as BFQ 5.2 would have produced
+/// them -> workload extraction (dependencies found from timing) -> device fit -> replay as
+/// recorded reproduces the recording -> explain names the cause.
+#[test]
+fn explain_finds_idling_on_a_dependency_in_a_recorded_cycle() {
+    let n = 300;
+    let dev = flat_disk(SVC, 100_000.0);
+    let w = dsync_cycle(n);
+    let mut settings = Settings::default();
+    settings.0.insert("kernel".into(), "5.2".into());
+    settings.0.insert("low_latency".into(), "0".into());
+    let events = super::scenarios::trace(&w, &dev, SchedKind::Bfq, &settings).unwrap();
+    let mut info = w.device.clone();
+    info.iosched.insert("low_latency".into(), "0".into());
+    let mut src = MemorySource::new(vec![info.clone()], events.clone());
+    let mut extracted = workload::extract(&mut src, None).unwrap();
+    extracted.kernel_release = Some("5.2.0".into());
+    assert_eq!(extracted.ios.len(), 2 * n as usize);
+    let names: Vec<String> = (0..2).map(|s| extracted.stream_name(s)).collect();
+    let dd = names.iter().position(|s| s.starts_with("dd")).unwrap();
+    let jbd2 = 1 - dd;
+    assert_eq!(
+        extracted.streams[dd].depends_on.first().map(|d| d.0),
+        Some(jbd2 as u32)
+    );
+    assert_eq!(
+        extracted.streams[jbd2].depends_on.first().map(|d| d.0),
+        Some(dd as u32)
+    );
+    let r = Replayer::new(extracted, None, vec![0, 1]).unwrap();
+    let fit = r.fit.as_ref().unwrap();
+    assert!(fit.total_error_pct.abs() < 2.0, "{fit:?}");
+    let mut src = MemorySource::new(vec![info], events);
+    let (recorded, report) =
+        super::replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let as_recorded = r.run(&r.recorded_config().unwrap()).unwrap();
+    let err = (as_recorded.summary.mb_per_s - recorded.mb_per_s).abs() / recorded.mb_per_s;
+    assert!(
+        err < 0.02,
+        "self-consistency {err}: {:?} vs {:?}",
+        as_recorded.summary.mb_per_s,
+        recorded.mb_per_s
+    );
+    let e = explain::explain(&r, &recorded, &report).unwrap();
+    let first = &e.findings[0];
+    assert_eq!(first.cause, "idling_on_dependency", "{e:#?}");
+    assert!(first.title.contains("dd"), "{}", first.title);
+    let est = first.estimate.as_ref().unwrap();
+    // The fix gives mq-deadline's speed: ~10x.
+    assert!(est.change_pct > 800.0, "{est:?}");
+}
+
+/// The same cycle recorded under current BFQ: nothing to explain.
+#[test]
+fn explain_says_plainly_when_nothing_is_wrong() {
+    let n = 200;
+    let dev = flat_disk(SVC, 100_000.0);
+    let w = dsync_cycle(n);
+    let events = super::scenarios::trace(&w, &dev, SchedKind::Bfq, &Settings::default()).unwrap();
+    let info = w.device.clone();
+    let mut src = MemorySource::new(vec![info.clone()], events.clone());
+    let extracted = workload::extract(&mut src, None).unwrap();
+    let r = Replayer::new(extracted, None, vec![0, 1]).unwrap();
+    let mut src = MemorySource::new(vec![info], events);
+    let (recorded, report) =
+        super::replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let e = explain::explain(&r, &recorded, &report).unwrap();
+    assert!(e.verdict.starts_with("nothing is wrong"), "{e:#?}");
+}
+
+/// Seed 000 (bfq-mq vs cfq, 2017): N sequential readers started together on a device with
+/// internal parallelism. With the 4.12 rules every new queue is weight-raised and BFQ idles on
+/// it, serving one reader at a time; from 8 readers on they form a large burst, are not
+/// raised, and run in parallel again. low_latency=0 removes the loss at any N.
+#[test]
+fn fresh_sequential_readers_lose_to_weight_raising_below_a_large_burst() {
+    let dev = DeviceModel::Flash(super::device::FlashModel {
+        latency_ns: 200_000.0,
+        ns_per_sector: 0.0,
+        parallelism: 4,
+    });
+    let readers = |n: u32| {
+        let mut w = empty_workload((0..n).map(|p| stream(10 + p, "fio", 1)).collect());
+        w.device.rotational = Some(false);
+        for p in 0..n {
+            let mut prev = None;
+            for k in 0..300u64 {
+                let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
+                    Trigger::AfterCompletion { io, delay: THINK }
+                });
+                let sector = u64::from(p) * 100_000_000 + k * 8;
+                prev = Some(push(&mut w, p, sector, 8, Op::Read, true, t));
+            }
+        }
+        Replayer::new(w, Some(dev.clone()), vec![0, 1]).unwrap()
+    };
+    let mb = |r: &Replayer, spec: &str| run(r, spec).summary.mb_per_s;
+    let four = readers(4);
+    let raised = mb(&four, "bfq:kernel=4.12");
+    let plain = mb(&four, "bfq:kernel=4.12,low_latency=0");
+    eprintln!(
+        "4 readers, 4.12 rules: low_latency=1 {raised:.1} MB/s, low_latency=0 {plain:.1} MB/s"
+    );
+    assert!(plain > 2.0 * raised, "4 readers: {plain} vs {raised} MB/s");
+    let eight = readers(8);
+    let raised = mb(&eight, "bfq:kernel=4.12");
+    let plain = mb(&eight, "bfq:kernel=4.12,low_latency=0");
+    eprintln!(
+        "8 readers, 4.12 rules: low_latency=1 {raised:.1} MB/s, low_latency=0 {plain:.1} MB/s"
+    );
+    assert!(
+        (raised / plain - 1.0).abs() < 0.1,
+        "8 readers: {plain} vs {raised} MB/s"
+    );
+}

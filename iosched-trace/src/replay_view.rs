@@ -1,0 +1,344 @@
+//! Text views of `replay` and `explain` (their `--json` is the serialized data itself).
+//!
+//! Owns: layout. Must not: compute numbers (they come from `model::replay` and
+//! `model::explain`).
+
+use std::fmt::Write;
+
+use crate::model::{
+    device::{DeviceModel, FitQuality},
+    explain::Explanation,
+    replay::{Replayer, Run, Summary},
+    sched::Decided,
+    workload::StreamKind,
+};
+
+fn device_line(r: &Replayer) -> String {
+    let kind = match &r.device {
+        DeviceModel::Rotational(_) => "rotational, fitted",
+        DeviceModel::Disk { .. } => "rotational, from the profile",
+        DeviceModel::Flash(f) if r.fit.is_some() => {
+            return format!(
+                "non-rotational, fitted: latency {:.0} µs, {:.0} MB/s, parallelism {}{}",
+                f.latency_ns / 1e3,
+                512.0 / f.ns_per_sector.max(1e-9) * 1e3,
+                f.parallelism,
+                fit_text(r.fit.as_ref())
+            );
+        }
+        DeviceModel::Flash(_) => "non-rotational, from the profile",
+    };
+    format!("{kind}{}", fit_text(r.fit.as_ref()))
+}
+
+fn fit_text(fit: Option<&FitQuality>) -> String {
+    match fit {
+        None => String::new(),
+        Some(q) => {
+            let mut s = format!(
+                "; fit on {} requests: R² {:.2}, mean |error| {:.1}%, total busy time {:+.1}%",
+                q.samples, q.r2, q.mean_abs_error_pct, q.total_error_pct
+            );
+            for n in &q.notes {
+                let _ = write!(s, "; {n}");
+            }
+            s
+        }
+    }
+}
+
+/// The workload as the model replays it.
+pub fn workload_lines(r: &Replayer) -> Vec<String> {
+    let w = &r.workload;
+    w.streams
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let kind = match s.kind {
+                StreamKind::ClosedLoop => "closed loop",
+                StreamKind::Windowed => "several in flight",
+                StreamKind::OpenLoop => "open loop",
+            };
+            let mut line = format!(
+                "  {}: {} I/Os, {kind}, up to {} in flight, think {:.2} ms",
+                w.stream_name(i as u32),
+                s.ios,
+                s.max_in_flight,
+                s.think_mean_ns / 1e6
+            );
+            for (d, n) in &s.depends_on {
+                let _ = write!(line, "; waits for {} ({n} times)", w.stream_name(*d));
+            }
+            line
+        })
+        .collect()
+}
+
+fn row(out: &mut String, label: &str, values: &[String]) {
+    let _ = write!(out, "{label:<28}");
+    for v in values {
+        let _ = write!(out, " {v:>16}");
+    }
+    out.push('\n');
+}
+
+/// `replay`'s text: the recording, then each run.
+pub fn render_replay(r: &Replayer, recorded: &Summary, runs: &[Run], decisions: usize) -> String {
+    let mut out = String::new();
+    let w = &r.workload;
+    let _ = writeln!(
+        out,
+        "device {} ({}), recorded under {}, kernel {}.{}",
+        w.device.name,
+        device_line(r),
+        r.recorded_scheduler
+            .as_deref()
+            .unwrap_or("an unknown scheduler"),
+        r.env.kernel / 1000,
+        r.env.kernel % 1000
+    );
+    let _ = writeln!(out, "workload: {} processes", w.streams.len());
+    for l in workload_lines(r) {
+        let _ = writeln!(out, "{l}");
+    }
+    out.push('\n');
+    let mut cols = vec!["recorded".to_string()];
+    cols.extend(runs.iter().map(|r| shorten(&r.config.label)));
+    row(&mut out, "", &cols);
+    let all: Vec<&Summary> = std::iter::once(recorded)
+        .chain(runs.iter().map(|r| &r.summary))
+        .collect();
+    let line = |out: &mut String, label: &str, f: &dyn Fn(&Summary) -> String| {
+        let v: Vec<String> = all.iter().map(|s| f(s)).collect();
+        row(out, label, &v);
+    };
+    line(&mut out, "duration s", &|s| format!("{:.3}", s.duration_s));
+    line(&mut out, "throughput MB/s", &|s| {
+        format!("{:.3}", s.mb_per_s)
+    });
+    line(&mut out, "IOPS", &|s| format!("{:.1}", s.iops));
+    line(&mut out, "requests", &|s| s.requests.to_string());
+    line(&mut out, "merge ratio (bios/req)", &|s| {
+        format!("{:.2}", s.merge_ratio)
+    });
+    line(&mut out, "Q2C mean ms", &|s| {
+        format!("{:.3}", s.q2c_mean_ms)
+    });
+    line(&mut out, "D2C mean ms", &|s| {
+        format!("{:.3}", s.d2c_mean_ms)
+    });
+    line(&mut out, "idle with I/O pending ms", &|s| {
+        format!("{:.1}", s.idle_with_pending_ms)
+    });
+    line(&mut out, "utilization %", &|s| format!("{:.1}", s.util_pct));
+    for p in &recorded.processes {
+        let pid = p.pid;
+        line(&mut out, &format!("{} MB/s", p.name), &|s| {
+            s.process(pid)
+                .map_or("-".into(), |p| format!("{:.3}", p.mb_per_s))
+        });
+        line(&mut out, &format!("{} Q2C ms", p.name), &|s| {
+            s.process(pid)
+                .map_or("-".into(), |p| format!("{:.2}", p.q2c_mean_ms))
+        });
+    }
+    for run in runs {
+        let c = &run.decision_counts;
+        if c.in_service == 0 && c.throttled == 0 {
+            continue;
+        }
+        let _ = writeln!(out, "\nmodel decisions under {}:", run.config.label);
+        if c.in_service > 0 {
+            let _ = writeln!(out, "  queue switches: {}", c.in_service);
+            let _ = writeln!(out, "  expirations: {}", kv(&c.expirations));
+            let _ = writeln!(out, "  idling began: {}", kv(&c.idles));
+            let ms: Vec<String> = c
+                .idle_ms_by_outcome
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.1} ms"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "  idle time by outcome: {}; with other queues waiting: {:.1} ms",
+                if ms.is_empty() {
+                    "none".into()
+                } else {
+                    ms.join(", ")
+                },
+                c.idle_ms_with_others_pending
+            );
+            let _ = writeln!(
+                out,
+                "  injections: {}, wakers detected: {}, weight raisings: {}, queue merges: {}",
+                c.injections, c.wakers, c.raises, c.merges
+            );
+        }
+        if let Some(l) = &run.log_comparison {
+            let _ = writeln!(
+                out,
+                "  against BFQ's own log ({} messages in the trace): queue switches {} (log) vs \
+                 {} (model); expirations log {} / model {}; {:.0}% of the log's expirations \
+                 matched in order with the same process and reason",
+                r.notes.len(),
+                l.log_switches,
+                l.model_switches,
+                kv(&l.log_expirations),
+                kv(&l.model_expirations),
+                l.expirations_matched_pct
+            );
+            if l.log_has_shared_queues {
+                let _ = writeln!(
+                    out,
+                    "  BFQ merged queues of different processes (bfqSHARED): queue merging is \
+                     not modelled, so switches cannot match there"
+                );
+            }
+        }
+        if c.throttled > 0 {
+            let _ = writeln!(out, "  throttled (domain out of tokens): {}", c.throttled);
+        }
+        if decisions > 0 {
+            let _ = writeln!(out, "  first {decisions} decisions:");
+            for d in run.decisions.iter().take(decisions) {
+                let _ = writeln!(out, "    {}", decision_text(r, d));
+            }
+        }
+    }
+    out
+}
+
+fn shorten(label: &str) -> String {
+    if label.len() <= 16 {
+        label.to_string()
+    } else {
+        format!("{}…", &label[..15])
+    }
+}
+
+fn kv(m: &std::collections::BTreeMap<&'static str, u64>) -> String {
+    if m.is_empty() {
+        return "none".into();
+    }
+    m.iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// One decision as a line, queues named after their process.
+pub fn decision_text(r: &Replayer, d: &Decided) -> String {
+    use crate::model::sched::Decision::*;
+    let n = |s: u32| r.workload.stream_name(s);
+    let what = match &d.d {
+        InService {
+            stream,
+            sync,
+            budget,
+        } => format!(
+            "serve {}{} (budget {budget} sectors)",
+            n(*stream),
+            if *sync { "" } else { " async" }
+        ),
+        Expire {
+            stream,
+            reason,
+            served,
+            ..
+        } => format!(
+            "expire {} ({}, served {served} sectors)",
+            n(*stream),
+            reason.name()
+        ),
+        Idle {
+            stream,
+            reason,
+            slice_ns,
+            others_pending,
+        } => format!(
+            "idle on {} for up to {:.1} ms ({}){}",
+            n(*stream),
+            *slice_ns as f64 / 1e6,
+            reason.name(),
+            if *others_pending {
+                ", others waiting"
+            } else {
+                ""
+            }
+        ),
+        IdleEnd {
+            stream,
+            outcome,
+            waited_ns,
+            ..
+        } => format!(
+            "idle on {} ended after {:.2} ms: {outcome:?}",
+            n(*stream),
+            *waited_ns as f64 / 1e6
+        ),
+        Inject { into, from, why } => {
+            format!(
+                "inject {}'s I/O while idling on {} ({why:?})",
+                n(*from),
+                n(*into)
+            )
+        }
+        Waker { stream, waker } => format!("{} is woken by {}", n(*stream), n(*waker)),
+        Raise {
+            stream,
+            coeff,
+            duration_ns,
+        } => format!(
+            "raise {} x{coeff} for {:.1} s",
+            n(*stream),
+            *duration_ns as f64 / 1e9
+        ),
+        Throttled { domain } => format!("{domain} domain out of tokens"),
+        Merge { stream, into } => format!("merge {}'s queue into {}'s", n(*stream), n(*into)),
+    };
+    format!("{:>12.6} s  {what}", d.t as f64 / 1e9)
+}
+
+/// `explain`'s text.
+pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "device {}, recorded under {}, kernel {}.{}",
+        e.device,
+        e.scheduler.as_deref().unwrap_or("an unknown scheduler"),
+        e.kernel / 1000,
+        e.kernel % 1000
+    );
+    let _ = writeln!(out, "device model: {}", device_line(r));
+    let s = &e.self_check;
+    let _ = writeln!(
+        out,
+        "model check: replaying as recorded gives {:.3} MB/s (recorded {:.3}), Q2C {:.2} ms \
+         (recorded {:.2})",
+        s.model_mb_s, s.recorded_mb_s, s.model_q2c_ms, s.recorded_q2c_ms
+    );
+    let _ = writeln!(out, "workload:");
+    for l in workload_lines(r) {
+        let _ = writeln!(out, "{l}");
+    }
+    out.push('\n');
+    if e.findings.is_empty() {
+        let _ = writeln!(out, "{}", e.verdict);
+        return out;
+    }
+    for (i, f) in e.findings.iter().enumerate() {
+        let _ = writeln!(out, "{}. [{}] {}", i + 1, f.cause, f.title);
+        for ev in &f.evidence {
+            let _ = writeln!(out, "     - {ev}");
+        }
+        if let Some(est) = &f.estimate {
+            let _ = writeln!(
+                out,
+                "     => with {}: {:.3} MB/s instead of {:.3} ({:+.0}%)",
+                est.what_if, est.predicted_mb_s, est.measured_mb_s, est.change_pct
+            );
+        }
+    }
+    let _ = writeln!(out, "\n{}", e.verdict);
+    out
+}
