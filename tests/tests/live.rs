@@ -54,7 +54,9 @@ fn batch_intervals_equal_report_windows_of_a_simultaneous_recording() {
     if !real_kernel_available("batch_intervals_equal_report_windows_of_a_simultaneous_recording") {
         return;
     }
-    let disk = LoopDevice::new("live-batch", 64, "mq-deadline").unwrap();
+    // Large enough that dd (512-byte dsync writes, ~15 MB/s here) is still writing when both
+    // live runs end: a 64 MiB device filled up first on a fast day.
+    let disk = LoopDevice::new("live-batch", 1024, "mq-deadline").unwrap();
     let out = ScratchDir::new("live-batch-out").unwrap();
     let file = out.path().join("rec.istrace");
     let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();

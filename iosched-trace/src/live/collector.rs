@@ -29,9 +29,12 @@ use super::interval::{IntervalBuilder, Reorder, Snapshot};
 
 /// How long to wait for a wake-up before draining anyway.
 const DRAIN_EVERY: Duration = Duration::from_millis(50);
-/// Events are held this long (trace time) before release: longer than any cross-CPU
-/// disorder in the ring buffer, short enough for the view to follow within an interval.
-const REORDER_DELAY_NS: u64 = 20_000_000;
+/// Events are held this long (trace time) before release: longer than any event can take to
+/// reach us, short enough for the view to follow within an interval. The eBPF side stages up
+/// to 42 events per CPU; a batch is sent when full, by the next event once 10 ms old, or by
+/// the collector's flush of batches that waited 20 ms, checked every 20 ms: up to ~40 ms on a
+/// quiet CPU, plus a drain period. 20 ms here dropped an event now and then.
+const REORDER_DELAY_NS: u64 = 100_000_000;
 /// Finished intervals waiting for the view; more means the view is stuck, and the oldest
 /// news is the least useful.
 const CHANNEL_DEPTH: usize = 8;
