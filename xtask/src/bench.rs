@@ -80,11 +80,7 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     scratch::check_interrupted()?;
 
     // Guards, dropped in reverse: recorder (inside run_pair), loop device, directory.
-    let dir = TempDir::new(Path::new(SHM), "iosched-trace-bench")?;
-    let image = dir.path().join("scratch.img");
-    scratch::create_file(&image, IMAGE_SIZE, true)?;
-    let mut loopdev = LoopDevice::attach(&image)?;
-    loopdev.set_scheduler("none")?;
+    let (dir, loopdev) = scratch_device("iosched-trace-bench")?;
     let trace = dir.path().join("bench.istrace");
 
     println!(
@@ -271,11 +267,7 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     if free < IMAGE_SIZE + (64 << 20) {
         bail!("{SHM} has {} free; this bench needs about 1 GiB", mib(free));
     }
-    let dir = TempDir::new(Path::new(SHM), "iosched-trace-bench-live")?;
-    let image = dir.path().join("scratch.img");
-    scratch::create_file(&image, IMAGE_SIZE, true)?;
-    let mut loopdev = LoopDevice::attach(&image)?;
-    loopdev.set_scheduler("none")?;
+    let (_dir, loopdev) = scratch_device("iosched-trace-bench-live")?;
     println!(
         "bench live: fio 4k randread io_uring iodepth 32, {} s per run, {} on {SHM}, scheduler \
          none, {} pair(s)",
@@ -385,6 +377,18 @@ fn median(mut values: Vec<f64>) -> f64 {
         _ if n % 2 == 1 => values[n / 2],
         _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
     }
+}
+
+/// The benches' device: a loop device with direct I/O and scheduler `none` over a
+/// [`IMAGE_SIZE`] file in a new directory under /dev/shm. Drop the device before the
+/// directory (declaration order in the caller's tuple pattern does this).
+fn scratch_device(prefix: &str) -> anyhow::Result<(TempDir, LoopDevice)> {
+    let dir = TempDir::new(Path::new(SHM), prefix)?;
+    let image = dir.path().join("scratch.img");
+    scratch::create_file(&image, IMAGE_SIZE, true)?;
+    let mut loopdev = LoopDevice::attach(&image)?;
+    loopdev.set_scheduler("none")?;
+    Ok((dir, loopdev))
 }
 
 pub fn free_bytes(path: &Path) -> anyhow::Result<u64> {
