@@ -793,8 +793,11 @@ impl Bfq {
                     continue;
                 }
                 if self.wait_request {
-                    // The small-request hold: keep waiting for more.
-                    return None;
+                    // A small request arrived while idling did not end the idling
+                    // (`bfq_rq_enqueued` leaves the timer armed, hoping for merges), but
+                    // blk-mq runs the queue right after the insert, and `bfq_select_queue`
+                    // then clears the wait and serves it ("the device is unplugged").
+                    self.end_idle(IdleOutcome::Arrived);
                 }
                 return Some(q);
             }

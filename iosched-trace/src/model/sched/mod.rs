@@ -379,7 +379,7 @@ impl Settings {
 }
 
 /// Keys the simulator itself takes, whatever the scheduler.
-pub const SIM_KEYS: &[&str] = &["depth", "nomerges", "max_sectors_kb"];
+pub const SIM_KEYS: &[&str] = &["depth", "nr_requests", "nomerges", "max_sectors_kb"];
 
 /// `6.18.0-1-amd64` -> 6018.
 pub fn parse_kernel(release: &str) -> Option<u32> {
