@@ -398,7 +398,18 @@ impl Replayer {
         let settings = self.effective_settings(cfg);
         let sim_cfg = self.sim_config(cfg.sched, &settings, true)?;
         let scheduler = sched::build(cfg.sched, &settings, &self.env)?;
-        let result = sim::run(&self.workload, &self.device, scheduler, sim_cfg);
+        let regrouped = settings.0.get("own_group").map(|comm| {
+            let mut w = self.workload.clone();
+            for s in &mut w.streams {
+                if s.comm.as_str() == comm.as_str() {
+                    // An id no recorded cgroup has, outside the root group.
+                    s.cgroup_id = u64::MAX - 1;
+                }
+            }
+            w
+        });
+        let workload = regrouped.as_ref().unwrap_or(&self.workload);
+        let result = sim::run(workload, &self.device, scheduler, sim_cfg);
         let mut info = self.workload.device.clone();
         info.scheduler = Some(cfg.sched.name().to_string());
         let mut src = MemorySource::new(vec![info], result.events);
