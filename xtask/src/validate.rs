@@ -163,8 +163,15 @@ fn print_cross(rows: &[Row<'_>]) {
     );
     println!(
         "{:<21} {:<8} {:<30} {:>15} {:>8} {:>17} {:>8} {:>13} {:>7}",
-        "scenario", "workload", "predicted run", "MB/s real/pred", "err", "Q2C ms real/pred", "err",
-        "idle % r/p", "err"
+        "scenario",
+        "workload",
+        "predicted run",
+        "MB/s real/pred",
+        "err",
+        "Q2C ms real/pred",
+        "err",
+        "idle % r/p",
+        "err"
     );
     let (mut n, mut within) = (0, 0);
     for row in rows {
@@ -210,7 +217,12 @@ fn print_self(rows: &[Row<'_>]) {
     );
     println!(
         "{:<21} {:<42} {:>17} {:>8} {:>17} {:>8} {:>11}",
-        "scenario", "run (configuration)", "MB/s rec/replay", "err", "Q2C ms rec/replay", "err",
+        "scenario",
+        "run (configuration)",
+        "MB/s rec/replay",
+        "err",
+        "Q2C ms rec/replay",
+        "err",
         "merge r/p"
     );
     let (mut n, mut within) = (0, 0);

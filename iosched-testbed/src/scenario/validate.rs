@@ -130,7 +130,8 @@ fn shared_suffix(labels: &[&str]) -> String {
         n += 1;
     }
     let tail = &first[first.len() - n..];
-    tail.find('-').map_or(String::new(), |i| tail[i..].to_owned())
+    tail.find('-')
+        .map_or(String::new(), |i| tail[i..].to_owned())
 }
 
 /// The model configuration of a run, as `iosched-trace replay --sched` takes it:

@@ -358,7 +358,9 @@ impl Replayer {
             Some("none") | None => n,
             Some(_) => (n / 2).max(1),
         });
-        from_nr.unwrap_or(self.workload.max_in_driver.max(32)).max(1)
+        from_nr
+            .unwrap_or(self.workload.max_in_driver.max(32))
+            .max(1)
     }
 
     /// The simulator's settings: `depth` (driver tags), `nr_requests` (requests that may

@@ -300,6 +300,7 @@ pub fn run(
         .collect();
     open.sort_unstable();
     let mut open = open.into_iter().peekable();
+    let mut stalled_reruns = 0u32;
     loop {
         let from_open = match (open.peek(), sim.heap.peek()) {
             (Some((t, _)), Some(Reverse((h, _, _)))) => t <= h,
@@ -316,8 +317,14 @@ pub fn run(
         };
         sim.now = t;
         match ev {
-            Ev::Arrive(i) => sim.arrive(i),
-            Ev::Complete(rq) => sim.complete(rq),
+            Ev::Arrive(i) => {
+                stalled_reruns = 0;
+                sim.arrive(i);
+            }
+            Ev::Complete(rq) => {
+                stalled_reruns = 0;
+                sim.complete(rq);
+            }
             Ev::Timer => {
                 if sim.timer_at == Some(t) {
                     sim.timer_at = None;
@@ -325,6 +332,12 @@ pub fn run(
                     sim.sched.timer(&ctx.ctx(&sim.rqs));
                 } else if sim.rerun_at == Some(t) {
                     sim.rerun_at = None;
+                    // Nothing left to arrive or complete, and the scheduler still holds
+                    // work it will not dispatch: a model bug; stop rather than spin.
+                    stalled_reruns += 1;
+                    if stalled_reruns > 10_000 && sim.heap.is_empty() && open.peek().is_none() {
+                        break;
+                    }
                 } else {
                     continue;
                 }
