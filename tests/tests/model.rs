@@ -1,13 +1,22 @@
 //! Real kernel: `record --sched-log` captures BFQ's own decision log through the ftrace blk
-//! tracer and leaves tracefs as it found it. Run as root, serially (`cargo xtask test`).
+//! tracer and leaves tracefs as it found it; and the model against seed scenarios recorded
+//! on the emulated disk (only effects large enough to be stable on a noisy shared machine).
+//! Run as root, serially (`cargo xtask test`).
 
 use std::{fs, path::PathBuf, process::Command};
 
+use iosched_testbed::scenario::{
+    self, RunOptions, Tools,
+    validate::{self, Replayed},
+};
 use iosched_trace::{
     model::bfqlog::{self, BfqLogged},
     record::RecordingReader,
 };
-use iosched_trace_tests::{LoopDevice, Recorder, ScratchDir, binary, dd, real_kernel_available};
+use iosched_trace_tests::{
+    LoopDevice, Recorder, ScratchDir, binary, dd, hdd::daemon_binary, real_kernel_available,
+};
+use serde_json::Value;
 
 fn tracefs_state(disk: &str) -> Vec<(PathBuf, String)> {
     let t = PathBuf::from("/sys/kernel/tracing");
@@ -86,4 +95,159 @@ fn sched_log_keeps_bfqs_decisions_and_restores_tracefs() {
     )
     .unwrap();
     assert!(text.contains("against BFQ's own log"), "{text}");
+}
+
+/// Records the runs `labels` of scenario `name` (validation plan: its runs and the added
+/// ones) on a fresh emulated disk; returns the directory that holds `LABEL.istrace`.
+fn record_runs(name: &str, labels: &[&str]) -> (ScratchDir, PathBuf) {
+    let (mut planned, _) = validate::plan(&scenario::by_name(name).unwrap());
+    planned.runs.retain(|r| labels.contains(&r.label.as_str()));
+    assert_eq!(
+        planned.runs.len(),
+        labels.len(),
+        "{name}: unknown label in {labels:?}"
+    );
+    let keep = ScratchDir::new(&format!("model-{name}")).unwrap();
+    let tools = Tools {
+        trace_bin: binary(),
+        daemon_bin: daemon_binary(),
+    };
+    let options = RunOptions {
+        keep: Some(keep.path().to_owned()),
+        ..RunOptions::default()
+    };
+    scenario::run(&planned, &tools, &options).unwrap_or_else(|e| panic!("scenario {name}: {e}"));
+    let dir = keep.path().join(name);
+    (keep, dir)
+}
+
+fn replay_json(file: &std::path::Path, spec: &str, extra: &[&str]) -> Value {
+    let text = iosched_trace_tests::run(
+        Command::new(binary())
+            .arg("replay")
+            .arg(file)
+            .args(["--sched", spec, "--json"])
+            .args(extra),
+    )
+    .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn replayed(file: &std::path::Path, spec: &str) -> Replayed {
+    validate::replay(&binary(), file, spec).unwrap()
+}
+
+/// Seed 002: 4 KiB sequential writes at iodepth 256 under mq-deadline merge about two bios
+/// per request on the test bed. Replaying that recording, the model merges as much (within
+/// 25%) and as fast; with nomerges=2 it makes one request per bio, and predicts the large
+/// loss the real nomerges=2 run shows (> 1.3 x, as tests/scenarios.rs asserts on the kernel).
+#[test]
+fn tiny_seq_writes_model_merges_as_recorded_and_not_with_nomerges_2() {
+    if !real_kernel_available("tiny_seq_writes_model_merges_as_recorded_and_not_with_nomerges_2") {
+        return;
+    }
+    let (_keep, dir) = record_runs("tiny-seq-writes", &["dl-qd256-nomerges0"]);
+    let file = dir.join("dl-qd256-nomerges0.istrace");
+    let merged = replayed(&file, "mq-deadline:nomerges=0");
+    let split = replayed(&file, "mq-deadline:nomerges=2");
+    eprintln!(
+        "recorded {:?}\nmerges {:?}\nnomerges=2 {:?}",
+        merged.recorded, merged.predicted, split.predicted
+    );
+    assert!(
+        merged.recorded.merge_ratio > 1.5,
+        "the kernel did not merge: {:?}",
+        merged.recorded
+    );
+    let ratio_err =
+        validate::rel_err_pct(merged.predicted.merge_ratio, merged.recorded.merge_ratio);
+    assert!(
+        ratio_err.abs() <= 25.0,
+        "merge ratio off by {ratio_err:.0}%"
+    );
+    let thr_err = validate::rel_err_pct(merged.predicted.mb_per_s, merged.recorded.mb_per_s);
+    assert!(thr_err.abs() <= 25.0, "throughput off by {thr_err:.0}%");
+    assert!(split.predicted.merge_ratio < 1.001, "{:?}", split.predicted);
+    assert!(
+        merged.predicted.mb_per_s > 1.3 * split.predicted.mb_per_s,
+        "merges gain too little in the model: {:.1} vs {:.1} MB/s",
+        merged.predicted.mb_per_s,
+        split.predicted.mb_per_s
+    );
+}
+
+/// Seed 001 on this kernel: dd's O_DSYNC writes wait for jbd2's commits; 6.18's BFQ does
+/// not collapse (waker injection). Replayed with BFQ's pre-5.3 rules (no waker detection)
+/// and dd in a cgroup of its own (the v1 blkio group the recording cannot see), each write
+/// costs one idle slice more: the timer runs out while jbd2's commit waits. Replayed with
+/// the recorded rules, the model matches the recording; `explain` says nothing is wrong and
+/// why.
+#[test]
+fn dsync_journal_pre_5_3_bfq_costs_an_idle_slice_per_write() {
+    if !real_kernel_available("dsync_journal_pre_5_3_bfq_costs_an_idle_slice_per_write") {
+        return;
+    }
+    let (_keep, dir) = record_runs("dsync-journal", &["bfq"]);
+    let file = dir.join("bfq.istrace");
+    let writes = f64::from(scenario::DSYNC_COUNT);
+    let now = replay_json(&file, "bfq", &[]);
+    let old = replay_json(&file, "bfq:kernel=5.2", &["--set", "own_group=dd"]);
+    let dl = replay_json(&file, "mq-deadline", &[]);
+    let per_write =
+        |v: &Value| v["runs"][0]["summary"]["duration_s"].as_f64().unwrap() / writes * 1e3;
+    let recorded = now["recorded"]["duration_s"].as_f64().unwrap() / writes * 1e3;
+    let (now_ms, old_ms, dl_ms) = (per_write(&now), per_write(&old), per_write(&dl));
+    let counts = &old["runs"][0]["decision_counts"];
+    let timer_ms = counts["idle_ms_by_outcome"]["timer_expired"]
+        .as_f64()
+        .unwrap_or(0.0);
+    let too_idle = counts["expirations"]["too_idle"].as_f64().unwrap_or(0.0);
+    eprintln!(
+        "per write: recorded {recorded:.1} ms, model 6.18 {now_ms:.1}, pre-5.3 {old_ms:.1}, \
+         mq-deadline {dl_ms:.1}; pre-5.3 idle timer ran out {too_idle} times, {timer_ms:.0} ms"
+    );
+    // As recorded: near the measured per-write time (the device fit varies from one
+    // recording to the next by more than the self-consistency table's 10%: only gross
+    // errors fail here), and no worse than mq-deadline.
+    assert!(
+        (now_ms / recorded - 1.0).abs() <= 0.5,
+        "{now_ms:.1} vs {recorded:.1} ms"
+    );
+    assert!(now_ms <= 1.1 * dl_ms);
+    // Pre-5.3: most writes end with the idle timer; one slice each (slice_idle 8 ms, or
+    // 20 ms while dd's queue is weight-raised, since 5.2): on average in between.
+    assert!(
+        too_idle >= 0.5 * writes,
+        "{too_idle} timer expirations for {writes} writes"
+    );
+    let slice = timer_ms / too_idle;
+    assert!((7.5..=20.5).contains(&slice), "idle slice {slice:.1} ms");
+    let extra = old_ms - now_ms;
+    assert!(
+        (0.75 * slice * too_idle / writes..=1.25 * slice).contains(&extra),
+        "pre-5.3 costs {extra:.1} ms more per write; slice {slice:.1} ms"
+    );
+
+    let text = iosched_trace_tests::run(
+        Command::new(binary())
+            .args(["explain", "--json"])
+            .arg(&file),
+    )
+    .unwrap();
+    let ex: Value = serde_json::from_str(&text).unwrap();
+    let causes: Vec<&str> = ex["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|f| f["cause"].as_str())
+        .collect();
+    assert!(causes.contains(&"waker_handled"), "{text}");
+    assert!(!causes.contains(&"idling_on_dependency"), "{text}");
+    assert!(
+        ex["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("nothing is wrong"),
+        "{text}"
+    );
 }

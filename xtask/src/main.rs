@@ -1,4 +1,4 @@
-//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|demo|bench|disk|scenario`.
+//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|demo|bench|disk|scenario|validate`.
 //!
 //! Nothing here is needed to read or use the product code; it only drives tools (rustup,
 //! cargo, apt-get, losetup, fio, the built `iosched-trace` binary) in the right order and
@@ -15,6 +15,7 @@ mod scratch;
 mod setup;
 mod test;
 mod trace_stats;
+mod validate;
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -50,6 +51,10 @@ enum Command {
     Disk(disk::DiskCommand),
     /// Run a seed scenario on the emulated disk, record and report every run, compare (root).
     Scenario(scenario::ScenarioArgs),
+    /// The scheduler model against the test bed: every scenario recorded under `none`,
+    /// replayed under the other schedulers and compared with their real runs; every
+    /// recording replayed under its own configuration (root, or --from DIR).
+    Validate(validate::ValidateArgs),
 }
 
 #[derive(Subcommand)]
@@ -116,6 +121,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Replay(args)) => bench_replay::replay(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Scenario(args) => scenario::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Validate(args) => validate::run(&args).map(|()| ExitCode::SUCCESS),
     }
 }
 

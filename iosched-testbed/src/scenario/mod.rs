@@ -10,6 +10,7 @@
 
 pub mod runner;
 pub mod summary;
+pub mod validate;
 
 use std::fmt;
 

@@ -217,6 +217,13 @@ fn fifo_service(samples: &[ServiceSample]) -> Vec<Option<u64>> {
         .collect()
 }
 
+/// Contiguous requests needed to fit transfer and overhead from them.
+const MIN_CONTIGUOUS: usize = 16;
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
 fn median(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -291,7 +298,17 @@ fn fit_rotational(
     // their sizes do not vary (the slope is then unknowable).
     let default_ns_per_sector = 512.0 / 120e6 * 1e9;
     let seek_points: Vec<(f64, f64)> = seeks.iter().map(|(_, s, t)| (*s, *t)).collect();
-    let (overhead_ns, ns_per_sector) = match linear_fit(&seq) {
+    // A handful of contiguous requests (a second reader starting while the first streamed)
+    // says nothing reliable: they may have waited behind another's seek.
+    let seq_fit = if seq.len() >= MIN_CONTIGUOUS {
+        linear_fit(&seq)
+    } else {
+        None
+    };
+    if !seq.is_empty() && seq.len() < MIN_CONTIGUOUS {
+        seq.clear();
+    }
+    let (overhead_ns, ns_per_sector) = match seq_fit {
         Some((a, b)) if b > 0.0 && a >= 0.0 => (a, b),
         _ => {
             // The slope from the seeks themselves (size against time over all distances),
@@ -307,7 +324,7 @@ fn fit_rotational(
                 ));
                 default_ns_per_sector
             });
-            let mut over: Vec<f64> = seq.iter().map(|(s, t)| t - s * per).collect();
+            let over: Vec<f64> = seq.iter().map(|(s, t)| t - s * per).collect();
             let mut all: Vec<f64> = seeks.iter().map(|(_, s, t)| t - s * per).collect();
             if seq.is_empty() {
                 notes.push(
@@ -316,7 +333,10 @@ fn fit_rotational(
                         .into(),
                 );
             }
-            let over = median(&mut over)
+            // The mean, not the median: throughput is a sum of service times, and a
+            // streaming reader's few slow requests (a track switch, the emulated disk's
+            // hiccups) are part of it.
+            let over = mean(&over)
                 .or_else(|| {
                     all.sort_by(f64::total_cmp);
                     all.first().map(|v| v * 0.1)

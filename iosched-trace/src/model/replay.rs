@@ -107,6 +107,8 @@ pub struct Summary {
     pub requests: u64,
     pub merge_ratio: f64,
     pub q2c_mean_ms: f64,
+    pub q2c_p99_ms: f64,
+    pub q2c_max_ms: f64,
     pub d2c_mean_ms: f64,
     pub idle_with_pending_ms: f64,
     pub util_pct: f64,
@@ -196,6 +198,8 @@ impl Summary {
             requests: d.requests_dispatched,
             merge_ratio: d.merge_ratio,
             q2c_mean_ms: lat(&d.latency, "q2c"),
+            q2c_p99_ms: d.latency.get("q2c").map_or(0.0, |l| l.p99_ns as f64 / 1e6),
+            q2c_max_ms: d.latency.get("q2c").map_or(0.0, |l| l.max_ns as f64 / 1e6),
             d2c_mean_ms: lat(&d.latency, "d2c"),
             idle_with_pending_ms: d.idle_with_pending_ns as f64 / 1e6,
             util_pct: d.util_pct,
@@ -345,17 +349,69 @@ impl Replayer {
         s
     }
 
+    /// Driver tags as the recording shows them: `nr_requests` is the driver's depth under
+    /// `none`, and twice it (up to 128) under a scheduler (`blk_mq_init_sched`). Without
+    /// it, the most the recording had in the driver at once, at least 32.
+    pub fn recorded_depth(&self) -> u32 {
+        let dev = &self.workload.device;
+        let from_nr = dev.nr_requests.map(|n| match dev.scheduler.as_deref() {
+            Some("none") | None => n,
+            Some(_) => (n / 2).max(1),
+        });
+        from_nr
+            .unwrap_or(self.workload.max_in_driver.max(32))
+            .max(1)
+    }
+
+    /// The simulator's settings: `depth` (driver tags), `nr_requests` (requests that may
+    /// exist: the driver tags under `none`, else 2 x min(depth, 128) by default),
+    /// `nomerges`, `max_sectors_kb`.
+    fn sim_config(
+        &self,
+        sched: SchedKind,
+        settings: &Settings,
+        emit: bool,
+    ) -> Result<SimConfig, ReplayError> {
+        let depth = settings
+            .u64_or("depth", u64::from(self.recorded_depth()))?
+            .clamp(1, 4096) as u32;
+        let default_nr = match sched {
+            SchedKind::None => depth,
+            _ => 2 * depth.min(128),
+        };
+        let max_requests = match sched {
+            // Under `none` requests are driver tags; nr_requests cannot exceed them.
+            SchedKind::None => depth,
+            _ => settings
+                .u64_or("nr_requests", u64::from(default_nr))?
+                .clamp(1, 1 << 20) as u32,
+        };
+        Ok(SimConfig {
+            depth,
+            max_requests: max_requests.max(depth),
+            nomerges: settings.u64_or("nomerges", 0)?.min(2) as u8,
+            max_sectors: (settings.u64_or("max_sectors_kb", 1280)?.max(4) * 2) as u32,
+            emit,
+        })
+    }
+
     /// Replays under `cfg`.
     pub fn run(&self, cfg: &Config) -> Result<Run, ReplayError> {
         let settings = self.effective_settings(cfg);
-        let sim_cfg = SimConfig {
-            depth: settings.u64_or("depth", 32)?.clamp(1, 4096) as u32,
-            nomerges: settings.u64_or("nomerges", 0)?.min(2) as u8,
-            max_sectors: (settings.u64_or("max_sectors_kb", 1280)?.max(4) * 2) as u32,
-            emit: true,
-        };
+        let sim_cfg = self.sim_config(cfg.sched, &settings, true)?;
         let scheduler = sched::build(cfg.sched, &settings, &self.env)?;
-        let result = sim::run(&self.workload, &self.device, scheduler, sim_cfg);
+        let regrouped = settings.0.get("own_group").map(|comm| {
+            let mut w = self.workload.clone();
+            for s in &mut w.streams {
+                if s.comm.as_str() == comm.as_str() {
+                    // An id no recorded cgroup has, outside the root group.
+                    s.cgroup_id = u64::MAX - 1;
+                }
+            }
+            w
+        });
+        let workload = regrouped.as_ref().unwrap_or(&self.workload);
+        let result = sim::run(workload, &self.device, scheduler, sim_cfg);
         let mut info = self.workload.device.clone();
         info.scheduler = Some(cfg.sched.name().to_string());
         let mut src = MemorySource::new(vec![info], result.events);
@@ -383,11 +439,7 @@ impl Replayer {
     pub fn run_bare(&self, cfg: &Config) -> Result<u64, ReplayError> {
         let settings = self.effective_settings(cfg);
         let scheduler = sched::build(cfg.sched, &settings, &self.env)?;
-        let sim_cfg = SimConfig {
-            depth: settings.u64_or("depth", 32)? as u32,
-            emit: false,
-            ..Default::default()
-        };
+        let sim_cfg = self.sim_config(cfg.sched, &settings, false)?;
         Ok(sim::run(&self.workload, &self.device, scheduler, sim_cfg).requests)
     }
 }

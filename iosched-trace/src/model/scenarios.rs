@@ -87,6 +87,7 @@ pub fn push(
         0
     };
     w.ios.push(Io {
+        plug_end: false,
         stream,
         sector,
         sectors,
@@ -95,6 +96,7 @@ pub fn push(
         sync,
         trigger,
         rec_q: 0,
+        rec_submitted: 0,
         rec_c: 0,
     });
     id

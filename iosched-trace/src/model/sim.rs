@@ -19,7 +19,7 @@ use crate::event::{Comm, Dev, Event, EventKind, Op, ReqFlags};
 use super::{
     device::DeviceModel,
     sched::{Ctx, Decided, Rq, RqId, RqState, Scheduler},
-    workload::{Trigger, Workload},
+    workload::{StreamKind, Trigger, Workload},
 };
 
 /// A bio queued this soon after the previous one of its process joins its plug.
@@ -35,6 +35,11 @@ const RERUN_NS: u64 = 3_000_000;
 pub struct SimConfig {
     /// Driver tags: requests in the device at once.
     pub depth: u32,
+    /// Requests that may exist at once (scheduler tags, `nr_requests`; with `none`, the
+    /// driver tags). A bio that cannot merge and finds none free sleeps in request
+    /// allocation, in FIFO order, and its process submits nothing more until it has one:
+    /// such bios merge with nothing (seed 002 under `none`).
+    pub max_requests: u32,
     /// 0: all merges; 1: plug merges only; 2: none.
     pub nomerges: u8,
     pub max_sectors: u32,
@@ -46,6 +51,7 @@ impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
             depth: 32,
+            max_requests: u32::MAX,
             nomerges: 0,
             max_sectors: 2560,
             emit: true,
@@ -104,6 +110,24 @@ struct Sim<'a> {
     head: u64,
     timer_at: Option<u64>,
     rerun_at: Option<u64>,
+    /// Requests allocated and not completed.
+    live_requests: u32,
+    /// Bios asleep in request allocation, in arrival order; per stream, how many.
+    blocked: std::collections::VecDeque<u32>,
+    blocked_of: Vec<u32>,
+    /// Per stream: most bios it keeps in flight (its recorded maximum, for processes with
+    /// several in flight: fio's iodepth), bios in flight, and bios held back until one
+    /// completes. Without the window a replay under a scheduler that lets bios through
+    /// faster than the recorded one would flood the device with the whole future.
+    window: Vec<u32>,
+    in_flight: Vec<u32>,
+    held: Vec<std::collections::VecDeque<u32>>,
+    /// Program order: a thread submits its bios in the recorded order, whatever released
+    /// each. Per stream the bio expected next, and bios released before their turn; per
+    /// bio the stream's next one.
+    expected: Vec<u32>,
+    early: Vec<BinaryHeap<Reverse<u32>>>,
+    next_of: Vec<u32>,
     events: Vec<Event>,
     completion: Vec<u64>,
     queued: Vec<u64>,
@@ -219,6 +243,22 @@ pub fn run(
         head: 0,
         timer_at: None,
         rerun_at: None,
+        live_requests: 0,
+        blocked: Default::default(),
+        blocked_of: vec![0; w.streams.len()],
+        window: w
+            .streams
+            .iter()
+            .map(|s| match s.kind {
+                StreamKind::Windowed => s.max_in_flight.max(1),
+                _ => u32::MAX,
+            })
+            .collect(),
+        in_flight: vec![0; w.streams.len()],
+        held: vec![Default::default(); w.streams.len()],
+        expected: vec![u32::MAX; w.streams.len()],
+        early: vec![BinaryHeap::new(); w.streams.len()],
+        next_of: vec![u32::MAX; n],
         events: Vec::with_capacity(if cfg.emit { n * 6 } else { 0 }),
         completion: vec![0; n],
         queued: vec![0; n],
@@ -242,6 +282,11 @@ pub fn run(
             aux: 0,
         },
     };
+    for (i, io) in w.ios.iter().enumerate().rev() {
+        let s = io.stream as usize;
+        sim.next_of[i] = sim.expected[s];
+        sim.expected[s] = i as u32;
+    }
     // Open-loop bios come from a sorted list, not the heap: a writeback stream can hold
     // most of a trace's bios, and the heap stays as small as what is in flight.
     let mut open: Vec<(u64, u32)> = w
@@ -255,6 +300,7 @@ pub fn run(
         .collect();
     open.sort_unstable();
     let mut open = open.into_iter().peekable();
+    let mut stalled_reruns = 0u32;
     loop {
         let from_open = match (open.peek(), sim.heap.peek()) {
             (Some((t, _)), Some(Reverse((h, _, _)))) => t <= h,
@@ -271,8 +317,14 @@ pub fn run(
         };
         sim.now = t;
         match ev {
-            Ev::Arrive(i) => sim.arrive(i),
-            Ev::Complete(rq) => sim.complete(rq),
+            Ev::Arrive(i) => {
+                stalled_reruns = 0;
+                sim.arrive(i);
+            }
+            Ev::Complete(rq) => {
+                stalled_reruns = 0;
+                sim.complete(rq);
+            }
             Ev::Timer => {
                 if sim.timer_at == Some(t) {
                     sim.timer_at = None;
@@ -280,6 +332,12 @@ pub fn run(
                     sim.sched.timer(&ctx.ctx(&sim.rqs));
                 } else if sim.rerun_at == Some(t) {
                     sim.rerun_at = None;
+                    // Nothing left to arrive or complete, and the scheduler still holds
+                    // work it will not dispatch: a model bug; stop rather than spin.
+                    stalled_reruns += 1;
+                    if stalled_reruns > 10_000 && sim.heap.is_empty() && open.peek().is_none() {
+                        break;
+                    }
                 } else {
                     continue;
                 }
@@ -337,12 +395,82 @@ impl<'a> Sim<'a> {
         });
     }
 
+    /// Bio `i` is released: it is submitted in its thread's program order.
     fn arrive(&mut self, i: u32) {
+        let s = self.w.ios[i as usize].stream as usize;
+        if i != self.expected[s] {
+            self.early[s].push(Reverse(i));
+            return;
+        }
+        let mut next = i;
+        loop {
+            self.expected[s] = self.next_of[next as usize];
+            self.admit(next);
+            match self.early[s].peek() {
+                Some(Reverse(j)) if *j == self.expected[s] => {
+                    next = *j;
+                    self.early[s].pop();
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// Bio `i`'s turn has come: it is queued once its process has room in its window.
+    fn admit(&mut self, i: u32) {
         let io = self.w.ios[i as usize];
+        let s = io.stream as usize;
+        if self.in_flight[s] >= self.window[s] || !self.held[s].is_empty() {
+            self.held[s].push_back(i);
+            return;
+        }
+        self.in_flight[s] += 1;
+        self.queue_bio(i);
+    }
+
+    /// Bio `i` is queued (Q): merged, or given a request, or asleep waiting for one.
+    fn queue_bio(&mut self, i: u32) {
+        let io = self.w.ios[i as usize];
+        let s = io.stream as usize;
         self.queued[i as usize] = self.now;
         self.remaining[io.stream as usize] -= 1;
         self.emit_bio(EventKind::Queue, i);
-        // Release what follows this Q; note whether the batch continues.
+        if self.blocked_of[s] > 0 {
+            // Its process sleeps in request allocation: this bio is not submitted yet.
+            self.block(i);
+            return;
+        }
+        let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
+        if !data || !self.try_merge(i) {
+            if self.live_requests >= self.cfg.max_requests {
+                self.flush_plug(s);
+                self.block(i);
+                return;
+            }
+            let rq = self.new_rq(i);
+            self.plugs[s].push(rq);
+        }
+        let batch_continues = self.submitted(i);
+        if !batch_continues || io.plug_end || self.plugs[s].len() >= PLUG_MAX {
+            self.flush_plug(s);
+        }
+    }
+
+    /// A bio held by its window, now with room.
+    fn admit_held(&mut self, i: u32) {
+        let io = self.w.ios[i as usize];
+        let s = io.stream as usize;
+        if self.in_flight[s] >= self.window[s] {
+            self.held[s].push_front(i);
+            return;
+        }
+        self.in_flight[s] += 1;
+        self.queue_bio(i);
+    }
+
+    /// Bio `i`'s submission returned (merged, or its request allocated): releases what its
+    /// process issues next; true when that follows at once (the plug batch goes on).
+    fn submitted(&mut self, i: u32) -> bool {
         let mut batch_continues = false;
         for k in slice(&self.after_q, i) {
             let j = self.after_q.1[k];
@@ -351,14 +479,32 @@ impl<'a> Sim<'a> {
                 self.push(self.now + delay, Ev::Arrive(j));
             }
         }
-        let s = io.stream as usize;
-        let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
-        if !data || !self.try_merge(i) {
-            let rq = self.new_rq(i);
-            self.plugs[s].push(rq);
-        }
-        if !batch_continues || self.plugs[s].len() >= PLUG_MAX {
-            self.flush_plug(s);
+        batch_continues
+    }
+
+    fn block(&mut self, i: u32) {
+        self.blocked_of[self.w.ios[i as usize].stream as usize] += 1;
+        self.blocked.push_back(i);
+    }
+
+    /// Wakes sleeping bios while requests are free: each tries a merge first (a woken
+    /// process submits its next bios normally), else takes a request.
+    fn unblock(&mut self) {
+        while let Some(&i) = self.blocked.front() {
+            let io = self.w.ios[i as usize];
+            let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
+            let merged = data && self.try_merge(i);
+            if !merged {
+                if self.live_requests >= self.cfg.max_requests {
+                    break;
+                }
+                let rq = self.new_rq(i);
+                self.plugs[io.stream as usize].push(rq);
+                self.flush_plug(io.stream as usize);
+            }
+            self.blocked.pop_front();
+            self.blocked_of[io.stream as usize] -= 1;
+            self.submitted(i);
         }
     }
 
@@ -366,6 +512,7 @@ impl<'a> Sim<'a> {
         let io = self.w.ios[i as usize];
         let st = &self.w.streams[io.stream as usize];
         let id = self.rqs.len() as RqId;
+        self.live_requests += 1;
         self.rqs.push(Rq {
             stream: io.stream,
             cgroup: st.cgroup_id,
@@ -602,6 +749,7 @@ impl<'a> Sim<'a> {
 
     fn complete(&mut self, r: RqId) {
         self.in_driver -= 1;
+        self.live_requests -= 1;
         let rq = &mut self.rqs[r as usize];
         rq.state = RqState::Done;
         let (sectors, op, head) = (rq.sectors, rq.op, rq.head_io);
@@ -612,8 +760,14 @@ impl<'a> Sim<'a> {
             ev.op = op;
         });
         let mut b = head;
+        let mut released = Vec::new();
         while b != u32::MAX {
             self.completion[b as usize] = self.now;
+            let s = self.w.ios[b as usize].stream as usize;
+            self.in_flight[s] -= 1;
+            if let Some(j) = self.held[s].pop_front() {
+                released.push(j);
+            }
             for k in slice(&self.after_c, b) {
                 let j = self.after_c.1[k];
                 if let Trigger::AfterCompletion { delay, .. } = self.w.ios[j as usize].trigger {
@@ -626,6 +780,10 @@ impl<'a> Sim<'a> {
             let parts = parts!(self);
             let ctx = parts.ctx(&self.rqs);
             self.sched.completed(&ctx, r);
+        }
+        self.unblock();
+        for j in released {
+            self.admit_held(j);
         }
     }
 }

@@ -62,8 +62,16 @@ pub struct Io {
     /// `op_is_sync()`: reads, and writes with SYNC/FUA/PREFLUSH.
     pub sync: bool,
     pub trigger: Trigger,
+    /// Its process unplugged after queueing it and before its next bio (the recording's
+    /// `U` events): the plug batch ends here whatever the timing. fio's libaio submits
+    /// each bio in its own plug, so back-to-back bios do not plug-merge.
+    pub plug_end: bool,
     /// Recorded Q and C, absolute trace ns.
     pub rec_q: u64,
+    /// When its submission returned: its request allocated (G) or its merge (M); later
+    /// than Q when the process slept for a free request.
+    #[serde(skip)]
+    pub rec_submitted: u64,
     pub rec_c: u64,
 }
 
@@ -150,6 +158,8 @@ pub enum WorkloadError {
 #[derive(Default)]
 struct Collect {
     bios: Vec<BioLife>,
+    /// Unplug times by pid.
+    unplugs: FxHashMap<u32, Vec<u64>>,
     service: Vec<ServiceSample>,
     open_d: FxHashMap<u64, usize>,
     max_in_driver: u32,
@@ -214,6 +224,9 @@ pub fn extract(
             continue;
         }
         let sink = per_dev.entry(ev.dev).or_default();
+        if ev.kind == crate::event::EventKind::Unplug {
+            sink.unplugs.entry(ev.pid).or_default().push(ev.ts_ns);
+        }
         timeline.push(&ev, sink);
     }
     timeline.finish();
@@ -256,10 +269,35 @@ pub fn extract(
         collect.service.into_iter().filter(|s| s.c >= s.d).collect();
     service.sort_by_key(|s| s.d);
     let mut w = from_bios(info, collect.bios);
+    mark_plug_ends(&mut w, &collect.unplugs);
     w.service = service;
     w.max_in_driver = collect.max_in_driver;
     w.kernel_release = meta.kernel_release.clone();
     Ok(w)
+}
+
+/// Sets [`Io::plug_end`] from the recorded unplugs of each process.
+fn mark_plug_ends(w: &mut Workload, unplugs: &FxHashMap<u32, Vec<u64>>) {
+    let mut last: Vec<Option<usize>> = vec![None; w.streams.len()];
+    let mark = |ios: &mut [Io], prev: usize, until: u64| {
+        let pid_unplugs = unplugs.get(&w.streams[ios[prev].stream as usize].pid);
+        if let Some(ts) = pid_unplugs {
+            let from = ios[prev].rec_q;
+            let k = ts.partition_point(|t| *t < from);
+            ios[prev].plug_end = ts.get(k).is_some_and(|t| *t <= until);
+        }
+    };
+    for i in 0..w.ios.len() {
+        let s = w.ios[i].stream as usize;
+        if let Some(prev) = last[s] {
+            let q = w.ios[i].rec_q;
+            mark(&mut w.ios, prev, q);
+        }
+        last[s] = Some(i);
+    }
+    for prev in last.into_iter().flatten() {
+        mark(&mut w.ios, prev, u64::MAX);
+    }
 }
 
 fn name_of(devices: &[DeviceInfo], dev: Dev) -> String {
@@ -306,7 +344,13 @@ pub fn from_bios(device: DeviceInfo, mut bios: Vec<BioLife>) -> Workload {
             flags: b.flags,
             sync: is_sync(b.op, b.flags),
             trigger: Trigger::At(0),
+            plug_end: false,
             rec_q: b.q.unwrap_or(0),
+            rec_submitted: b
+                .q
+                .unwrap_or(0)
+                .max(b.g.unwrap_or(0))
+                .max(b.m.map_or(0, |(t, _)| t)),
             rec_c: b.c,
         });
     }
@@ -321,6 +365,8 @@ pub fn from_bios(device: DeviceInfo, mut bios: Vec<BioLife>) -> Workload {
     let n = streams.len();
     let mut in_flight = vec![0u32; n];
     let mut last_own_c: Vec<Option<(u64, u32)>> = vec![None; n];
+    // Each process's last submission: when it returned (the next bio of a process that
+    // slept in request allocation follows its wake-up, not its Q), and the bio.
     let mut last_q: Vec<Option<(u64, u32)>> = vec![None; n];
     let mut last_c: Option<(u64, u32)> = None;
     // Waiting Qs: the io, its process's last completion, and another process's completion
@@ -347,9 +393,9 @@ pub fn from_bios(device: DeviceInfo, mut bios: Vec<BioLife>) -> Workload {
         } else if in_flight[s] > 0 {
             windowed[s] = true;
             match (last_q[s], last_own_c[s]) {
-                (Some((tq, q)), _) if t - tq <= BATCH_NS => Trigger::AfterQueue {
+                (Some((tq, q)), _) if t.saturating_sub(tq) <= BATCH_NS => Trigger::AfterQueue {
                     io: q,
-                    delay: t - tq,
+                    delay: t.saturating_sub(tq),
                 },
                 (_, Some((tc, c))) if t - tc <= DEP_WINDOW_NS => Trigger::AfterCompletion {
                     io: c,
@@ -357,7 +403,7 @@ pub fn from_bios(device: DeviceInfo, mut bios: Vec<BioLife>) -> Workload {
                 },
                 (Some((tq, q)), _) => Trigger::AfterQueue {
                     io: q,
-                    delay: t - tq,
+                    delay: t.saturating_sub(tq),
                 },
                 (None, _) => Trigger::At(t - start_ns),
             }
@@ -381,7 +427,7 @@ pub fn from_bios(device: DeviceInfo, mut bios: Vec<BioLife>) -> Workload {
         ios[i as usize].trigger = trigger;
         in_flight[s] += 1;
         streams[s].max_in_flight = streams[s].max_in_flight.max(in_flight[s]);
-        last_q[s] = Some((t, i));
+        last_q[s] = Some((io.rec_submitted.clamp(t, t.max(io.rec_c)), i));
     }
 
     // Dependencies: a stream whose completions released most of this stream's waiting Qs.

@@ -643,7 +643,20 @@ impl Bfq {
                 ExpireReason::BudgetTimeout | ExpireReason::BudgetExhausted
             );
         if still_busy {
-            qq.budget = qq.max_budget.max(1);
+            // Never below its next request's charge (`__bfq_bfqq_recalc_budget`: budget =
+            // max(max_budget, serv_to_charge(next_rq))), or a raised queue whose merged
+            // request outgrew 2 x min_budget would expire for ever without serving it.
+            let next_charge = qq
+                .sorted
+                .iter()
+                .next()
+                .map_or(0, |(_, r)| ctx.rqs[*r as usize].sectors);
+            let next_charge = if !sync && qq.wr_coeff == 1 {
+                next_charge * ASYNC_CHARGE
+            } else {
+                next_charge
+            };
+            qq.budget = qq.max_budget.max(next_charge).max(1);
             qq.finish = qq.start + f64::from(qq.budget) / weight;
         } else {
             qq.busy = false;
@@ -666,6 +679,16 @@ impl Bfq {
 
     /// The next queue by B-WF2Q+: among busy queues with S <= V, the smallest F.
     fn pick_next(&mut self, ctx: &Ctx) -> Option<usize> {
+        // A queue holding requests is busy; bookkeeping that left one idle would strand
+        // its requests for ever.
+        let stranded: Vec<usize> = (0..self.queues.len())
+            .filter(|&q| !self.queues[q].busy && self.queues[q].queued() > 0)
+            .collect();
+        for q in stranded {
+            let first = self.queues[q].sorted.iter().next().map(|(_, r)| *r);
+            let sectors = first.map_or(8, |r| ctx.rqs[r as usize].sectors);
+            self.activate(ctx, q, sectors);
+        }
         let candidates = || {
             self.queues
                 .iter()
@@ -793,8 +816,11 @@ impl Bfq {
                     continue;
                 }
                 if self.wait_request {
-                    // The small-request hold: keep waiting for more.
-                    return None;
+                    // A small request arrived while idling did not end the idling
+                    // (`bfq_rq_enqueued` leaves the timer armed, hoping for merges), but
+                    // blk-mq runs the queue right after the insert, and `bfq_select_queue`
+                    // then clears the wait and serves it ("the device is unplugged").
+                    self.end_idle(IdleOutcome::Arrived);
                 }
                 return Some(q);
             }
@@ -1020,6 +1046,9 @@ impl Scheduler for Bfq {
 
     fn timer(&mut self, ctx: &Ctx) {
         self.now = ctx.now;
+        // It fired: whatever follows arms a new one (a timer left set would fire again at
+        // the same instant, for ever).
+        self.timer = None;
         if !self.wait_request {
             return;
         }

@@ -379,7 +379,15 @@ impl Settings {
 }
 
 /// Keys the simulator itself takes, whatever the scheduler.
-pub const SIM_KEYS: &[&str] = &["depth", "nomerges", "max_sectors_kb"];
+/// `own_group=COMM`: the processes named COMM were in a cgroup of their own (a v1 `blkio`
+/// group is invisible to a recording, which sees cgroup v2 ids; seed 001's dd).
+pub const SIM_KEYS: &[&str] = &[
+    "depth",
+    "nr_requests",
+    "nomerges",
+    "max_sectors_kb",
+    "own_group",
+];
 
 /// `6.18.0-1-amd64` -> 6018.
 pub fn parse_kernel(release: &str) -> Option<u32> {

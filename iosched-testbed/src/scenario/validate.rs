@@ -1,0 +1,292 @@
+//! Validating the scheduler model against the test bed (`cargo xtask validate`, and the
+//! root tests in `tests/tests/model.rs`).
+//!
+//! A scenario's runs are grouped by workload (same workload, same queue settings outside
+//! `iosched/`): the runs of one group differ only in the scheduler and its tunables, so each
+//! one is what the model must predict from another. Every group gets a `none` run (the
+//! recording the model replays) and a default `bfq` and `mq-deadline` run when the scenario
+//! has none. Then:
+//! - cross-prediction: the `none` recording replayed under each other run's configuration,
+//!   beside that run's recording;
+//! - self-consistency: each recording replayed under the configuration it was recorded with.
+//!
+//! Both sides are measured by `iosched-trace replay --json`, so a recorded and a predicted
+//! number share one definition (the report's).
+//!
+//! Owns: the validation plan and its numbers. Must not: bring disks up (the runner does).
+
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{Run, Scenario, ScenarioError};
+
+/// Runs that differ only in the scheduler and its tunables.
+#[derive(Clone, Debug, Serialize)]
+pub struct Group {
+    /// What the runs share, as their labels say (`2j`, `qd256-nomerges0`; empty when the
+    /// scenario has one workload).
+    pub name: String,
+    /// The `none` run: the recording replayed.
+    pub none: String,
+    /// The other runs: the realities predicted.
+    pub others: Vec<String>,
+}
+
+/// The scenario with the runs validation needs added, and its groups.
+pub fn plan(scenario: &Scenario) -> (Scenario, Vec<Group>) {
+    let mut keys: Vec<String> = Vec::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for (i, run) in scenario.runs.iter().enumerate() {
+        let key = group_key(run);
+        match keys.iter().position(|k| *k == key) {
+            Some(g) => members[g].push(i),
+            None => {
+                keys.push(key);
+                members.push(vec![i]);
+            }
+        }
+    }
+    let mut runs: Vec<Run> = Vec::new();
+    let mut groups = Vec::new();
+    for idx in members {
+        let labels: Vec<&str> = idx
+            .iter()
+            .map(|&i| scenario.runs[i].label.as_str())
+            .collect();
+        let suffix = shared_suffix(&labels);
+        let first = &scenario.runs[idx[0]];
+        let shared_settings: Vec<(&'static str, String)> = first
+            .settings
+            .iter()
+            .filter(|(a, _)| !a.starts_with("iosched/"))
+            .cloned()
+            .collect();
+        let mut group_runs: Vec<Run> = idx.iter().map(|&i| scenario.runs[i].clone()).collect();
+        for sched in ["none", "bfq", "mq-deadline"] {
+            if !group_runs.iter().any(|r| r.scheduler == sched) {
+                group_runs.push(Run {
+                    label: format!("{sched}{suffix}"),
+                    scheduler: sched,
+                    settings: shared_settings.clone(),
+                    workload: first.workload.clone(),
+                });
+            }
+        }
+        let none = group_runs
+            .iter()
+            .find(|r| r.scheduler == "none")
+            .map(|r| r.label.clone())
+            .expect("added above");
+        groups.push(Group {
+            name: suffix.trim_start_matches('-').to_owned(),
+            others: group_runs
+                .iter()
+                .filter(|r| r.label != none)
+                .map(|r| r.label.clone())
+                .collect(),
+            none,
+        });
+        runs.extend(group_runs);
+    }
+    (
+        Scenario {
+            runs,
+            ..scenario.clone()
+        },
+        groups,
+    )
+}
+
+fn group_key(run: &Run) -> String {
+    let mut shared: Vec<String> = run
+        .settings
+        .iter()
+        .filter(|(a, _)| !a.starts_with("iosched/"))
+        .map(|(a, v)| format!("{a}={v}"))
+        .collect();
+    shared.sort();
+    format!("{} | {}", run.workload, shared.join(","))
+}
+
+/// The end the labels of one group share, from a `-` on (`-2j` of `bfq-ll1-2j` and
+/// `none-2j`); for a lone run, its label from its first `-` (`-qd32-nomerges0` of
+/// `dl-qd32-nomerges0`); empty when they share nothing (`bfq`, `mq-deadline`).
+fn shared_suffix(labels: &[&str]) -> String {
+    if let [one] = labels {
+        return one.find('-').map_or(String::new(), |i| one[i..].to_owned());
+    }
+    let first = labels[0];
+    let mut n = 0;
+    while n < first.len()
+        && labels.iter().all(|l| {
+            l.len() > n && l.as_bytes()[l.len() - 1 - n] == first.as_bytes()[first.len() - 1 - n]
+        })
+    {
+        n += 1;
+    }
+    let tail = &first[first.len() - n..];
+    tail.find('-')
+        .map_or(String::new(), |i| tail[i..].to_owned())
+}
+
+/// The model configuration of a run, as `iosched-trace replay --sched` takes it:
+/// `bfq:low_latency=0`, `mq-deadline:nomerges=2`.
+pub fn replay_spec(run: &Run) -> String {
+    let pairs: Vec<String> = run
+        .settings
+        .iter()
+        .map(|(a, v)| format!("{}={v}", a.trim_start_matches("iosched/")))
+        .collect();
+    if pairs.is_empty() {
+        run.scheduler.to_owned()
+    } else {
+        format!("{}:{}", run.scheduler, pairs.join(","))
+    }
+}
+
+/// The numbers compared, for a recording or a prediction.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Numbers {
+    pub mb_per_s: f64,
+    pub q2c_mean_ms: f64,
+    pub q2c_max_ms: f64,
+    /// Device idle while I/O waited, % of the run.
+    pub idle_pct: f64,
+    pub merge_ratio: f64,
+    pub requests: u64,
+}
+
+impl Numbers {
+    fn of(summary: &Value) -> Numbers {
+        let f = |k: &str| summary.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+        let dur = f("duration_s");
+        Numbers {
+            mb_per_s: f("mb_per_s"),
+            q2c_mean_ms: f("q2c_mean_ms"),
+            q2c_max_ms: f("q2c_max_ms"),
+            idle_pct: if dur > 0.0 {
+                f("idle_with_pending_ms") / 10.0 / dur
+            } else {
+                0.0
+            },
+            merge_ratio: f("merge_ratio"),
+            requests: summary.get("requests").and_then(Value::as_u64).unwrap_or(0),
+        }
+    }
+}
+
+/// One replay: the recording's own numbers and the model's under `spec`, with the model's
+/// decision counts (JSON, as `replay --json` gives them).
+#[derive(Clone, Debug, Serialize)]
+pub struct Replayed {
+    pub recorded: Numbers,
+    pub predicted: Numbers,
+    pub decisions: Value,
+}
+
+/// `iosched-trace replay FILE --sched SPEC --json`.
+pub fn replay(trace_bin: &Path, file: &Path, spec: &str) -> Result<Replayed, ScenarioError> {
+    let mut cmd = Command::new(trace_bin);
+    cmd.arg("replay")
+        .arg(file)
+        .args(["--sched", spec, "--json"])
+        .stdin(Stdio::null());
+    let out = cmd.output().map_err(|err| ScenarioError::Io {
+        what: format!("running {}", trace_bin.display()),
+        err,
+    })?;
+    let bad = |err: String| ScenarioError::Report {
+        path: file.to_owned(),
+        err,
+    };
+    if !out.status.success() {
+        return Err(bad(format!(
+            "replay --sched {spec}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| bad(e.to_string()))?;
+    let run = v
+        .get("runs")
+        .and_then(|r| r.get(0))
+        .ok_or_else(|| bad("replay --json has no run".into()))?;
+    Ok(Replayed {
+        recorded: Numbers::of(&v["recorded"]),
+        predicted: Numbers::of(&run["summary"]),
+        decisions: run["decision_counts"].clone(),
+    })
+}
+
+/// Relative error of a prediction, in percent (0 when both are 0).
+pub fn rel_err_pct(predicted: f64, real: f64) -> f64 {
+    if real == 0.0 {
+        if predicted == 0.0 { 0.0 } else { 100.0 }
+    } else {
+        (predicted / real - 1.0) * 100.0
+    }
+}
+
+/// The error of an idling-waste prediction: relative when the real waste is at least 5%
+/// of the run, else the difference in points of the run (a 0.1% vs 0.3% waste is no 200%
+/// error).
+pub fn idle_err(predicted_pct: f64, real_pct: f64) -> (f64, &'static str) {
+    if real_pct >= 5.0 {
+        (rel_err_pct(predicted_pct, real_pct), "%")
+    } else {
+        (predicted_pct - real_pct, "pt")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{NAMES, by_name};
+
+    #[test]
+    fn every_group_has_none_bfq_and_mq_deadline_and_labels_stay_unique() {
+        for name in NAMES {
+            let (s, groups) = plan(&by_name(name).unwrap());
+            let mut labels: Vec<&str> = s.runs.iter().map(|r| r.label.as_str()).collect();
+            let n = labels.len();
+            labels.sort_unstable();
+            labels.dedup();
+            assert_eq!(labels.len(), n, "{name}: duplicate labels");
+            for g in &groups {
+                let sched = |l: &str| s.runs.iter().find(|r| r.label == l).unwrap().scheduler;
+                assert_eq!(sched(&g.none), "none");
+                for want in ["bfq", "mq-deadline"] {
+                    assert!(g.others.iter().any(|l| sched(l) == want), "{name} {g:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn groups_and_specs_of_known_scenarios() {
+        let (_, groups) = plan(&by_name("multi-reader").unwrap());
+        assert_eq!(groups.len(), 4);
+        assert_eq!(groups[1].name, "2j");
+        assert_eq!(groups[1].none, "none-2j");
+        assert!(groups[1].others.contains(&"bfq-ll0-2j".to_owned()));
+        let (s, groups) = plan(&by_name("tiny-seq-writes").unwrap());
+        assert_eq!(groups.len(), 4);
+        assert!(s.runs.iter().any(|r| r.label == "none-qd32-nomerges2"));
+        let run = s
+            .runs
+            .iter()
+            .find(|r| r.label == "dl-qd256-nomerges2")
+            .unwrap();
+        assert_eq!(replay_spec(run), "mq-deadline:nomerges=2");
+        let (s, groups) = plan(&by_name("dsync-journal").unwrap());
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].none, "none");
+        assert_eq!(s.runs.len(), 3);
+        let s = by_name("single-reader-idle").unwrap();
+        assert_eq!(replay_spec(&s.runs[1]), "bfq:slice_idle=0");
+    }
+}

@@ -1,0 +1,275 @@
+//! `cargo xtask validate [NAME...]`: the scheduler model against the test bed. Each seed
+//! scenario is run with a `none` run added to every workload (and default bfq and
+//! mq-deadline runs where it has none; `iosched_testbed::scenario::validate`), then:
+//! - cross-prediction: the `none` recording replayed under every other run's scheduler and
+//!   tunables, beside that run's recording (throughput, mean Q2C, idling waste);
+//! - self-consistency: every recording replayed under the configuration it was recorded
+//!   with (target: throughput within 10%, mean Q2C within 15%).
+//!
+//! `--from DIR` validates recordings kept earlier (`DIR/NAME/LABEL.istrace`, as
+//! `scenario --keep` or `validate --keep` leave them) without running anything, and needs
+//! no root; runs missing there are skipped.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::Args;
+use iosched_testbed::scenario::{
+    self, RunOptions, Tools,
+    validate::{self, Replayed},
+};
+
+use crate::{BinArgs, cmd, disk, scratch};
+
+#[derive(Args)]
+pub struct ValidateArgs {
+    /// Scenarios to validate (default: all).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(scenario::NAMES))]
+    names: Vec<String>,
+    /// Keep the recordings in DIR/NAME/ (LABEL.istrace, LABEL.report.json).
+    #[arg(long, value_name = "DIR", conflicts_with = "from")]
+    keep: Option<PathBuf>,
+    /// Use recordings kept earlier in DIR/NAME/LABEL.istrace instead of running.
+    #[arg(long, value_name = "DIR")]
+    from: Option<PathBuf>,
+    #[command(flatten)]
+    bin: BinArgs,
+}
+
+/// Target of a cross-prediction error, %.
+const CROSS_TARGET: f64 = 25.0;
+const SELF_THR_TARGET: f64 = 10.0;
+const SELF_Q2C_TARGET: f64 = 15.0;
+
+pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
+    let names: Vec<&str> = if args.names.is_empty() {
+        scenario::NAMES.to_vec()
+    } else {
+        args.names.iter().map(String::as_str).collect()
+    };
+    let trace_bin = args.bin.resolve()?;
+    let work = tempdir()?;
+    let dir = match (&args.from, &args.keep) {
+        (Some(from), _) => from.clone(),
+        (None, Some(keep)) => keep.clone(),
+        (None, None) => work.path().to_owned(),
+    };
+    if args.from.is_none() {
+        cmd::require_root(
+            "validate",
+            "it mounts FUSE, attaches a loop device and loads eBPF programs (or give --from DIR)",
+        )?;
+        scratch::catch_interrupts()?;
+    }
+    let daemon_bin = if args.from.is_none() {
+        Some(disk::build_daemon()?)
+    } else {
+        None
+    };
+    let mut cross_rows = Vec::new();
+    let mut self_rows = Vec::new();
+    for name in names {
+        let base = scenario::by_name(name).context("unknown scenario")?;
+        let (planned, groups) = validate::plan(&base);
+        if let Some(daemon_bin) = &daemon_bin {
+            scratch::check_interrupted()?;
+            scenario::run(
+                &planned,
+                &Tools {
+                    trace_bin: trace_bin.clone(),
+                    daemon_bin: daemon_bin.clone(),
+                },
+                &RunOptions {
+                    keep: Some(dir.clone()),
+                    interrupted: &scratch::interrupted,
+                    verbose: true,
+                },
+            )
+            .with_context(|| format!("scenario {name}"))?;
+        }
+        let file = |label: &str| dir.join(name).join(format!("{label}.istrace"));
+        for run in &planned.runs {
+            let f = file(&run.label);
+            if !f.is_file() {
+                eprintln!("validate: {} missing, skipped", f.display());
+                continue;
+            }
+            let spec = validate::replay_spec(run);
+            let r = validate::replay(&trace_bin, &f, &spec)?;
+            self_rows.push(Row {
+                scenario: name,
+                group: String::new(),
+                label: run.label.clone(),
+                spec,
+                r,
+            });
+        }
+        for g in &groups {
+            let f = file(&g.none);
+            if !f.is_file() {
+                continue;
+            }
+            for other in &g.others {
+                let Some(real) = self_rows
+                    .iter()
+                    .find(|row| row.scenario == name && row.label == *other)
+                else {
+                    continue;
+                };
+                let run = planned
+                    .runs
+                    .iter()
+                    .find(|r| r.label == *other)
+                    .expect("planned");
+                let spec = validate::replay_spec(run);
+                let mut r = validate::replay(&trace_bin, &f, &spec)?;
+                // The reality is the other run's recording.
+                r.recorded = real.r.recorded.clone();
+                cross_rows.push(Row {
+                    scenario: name,
+                    group: g.name.clone(),
+                    label: other.clone(),
+                    spec,
+                    r,
+                });
+            }
+        }
+    }
+    print_cross(&cross_rows);
+    print_self(&self_rows);
+    if let Some(keep) = &args.keep {
+        eprintln!("validate: recordings kept in {}", keep.display());
+    }
+    Ok(())
+}
+
+struct Row<'a> {
+    scenario: &'a str,
+    group: String,
+    label: String,
+    spec: String,
+    r: Replayed,
+}
+
+fn mark(err: f64, target: f64) -> &'static str {
+    if err.abs() <= target { "" } else { " !" }
+}
+
+fn print_cross(rows: &[Row<'_>]) {
+    println!(
+        "\ncross-prediction: the `none` recording of each workload replayed under the other \
+         runs' configurations, vs those runs' recordings (error = predicted/real - 1; idle: \
+         % of the run, error in points below 5%; ! = beyond {CROSS_TARGET}%)\n"
+    );
+    println!(
+        "{:<21} {:<8} {:<30} {:>15} {:>8} {:>17} {:>8} {:>13} {:>7}",
+        "scenario",
+        "workload",
+        "predicted run",
+        "MB/s real/pred",
+        "err",
+        "Q2C ms real/pred",
+        "err",
+        "idle % r/p",
+        "err"
+    );
+    let (mut n, mut within) = (0, 0);
+    for row in rows {
+        let (real, pred) = (&row.r.recorded, &row.r.predicted);
+        let thr = validate::rel_err_pct(pred.mb_per_s, real.mb_per_s);
+        let q2c = validate::rel_err_pct(pred.q2c_mean_ms, real.q2c_mean_ms);
+        let (idle, unit) = validate::idle_err(pred.idle_pct, real.idle_pct);
+        let idle_ok = if unit == "%" {
+            idle.abs() <= CROSS_TARGET
+        } else {
+            idle.abs() <= 2.0
+        };
+        n += 1;
+        if thr.abs() <= CROSS_TARGET && q2c.abs() <= CROSS_TARGET && idle_ok {
+            within += 1;
+        }
+        println!(
+            "{:<21} {:<8} {:<30} {:>7.2}/{:<7.2} {:>+6.0}%{:<2} {:>8.1}/{:<8.1} {:>+6.0}%{:<2} {:>6.1}/{:<6.1} {:>+5.1}{unit}{}",
+            row.scenario,
+            row.group,
+            format!("{} ({})", row.label, row.spec),
+            real.mb_per_s,
+            pred.mb_per_s,
+            thr,
+            mark(thr, CROSS_TARGET),
+            real.q2c_mean_ms,
+            pred.q2c_mean_ms,
+            q2c,
+            mark(q2c, CROSS_TARGET),
+            real.idle_pct,
+            pred.idle_pct,
+            idle,
+            if idle_ok { "" } else { " !" },
+        );
+    }
+    println!("\n{within} of {n} predictions within {CROSS_TARGET}% on all three numbers");
+}
+
+fn print_self(rows: &[Row<'_>]) {
+    println!(
+        "\nself-consistency: each recording replayed under the configuration it was recorded \
+         with (targets: throughput {SELF_THR_TARGET}%, mean Q2C {SELF_Q2C_TARGET}%; ! = beyond)\n"
+    );
+    println!(
+        "{:<21} {:<42} {:>17} {:>8} {:>17} {:>8} {:>11}",
+        "scenario",
+        "run (configuration)",
+        "MB/s rec/replay",
+        "err",
+        "Q2C ms rec/replay",
+        "err",
+        "merge r/p"
+    );
+    let (mut n, mut within) = (0, 0);
+    for row in rows {
+        let (real, pred) = (&row.r.recorded, &row.r.predicted);
+        let thr = validate::rel_err_pct(pred.mb_per_s, real.mb_per_s);
+        let q2c = validate::rel_err_pct(pred.q2c_mean_ms, real.q2c_mean_ms);
+        n += 1;
+        if thr.abs() <= SELF_THR_TARGET && q2c.abs() <= SELF_Q2C_TARGET {
+            within += 1;
+        }
+        println!(
+            "{:<21} {:<42} {:>8.2}/{:<8.2} {:>+6.1}%{:<2} {:>8.1}/{:<8.1} {:>+6.1}%{:<2} {:>5.2}/{:<5.2}",
+            row.scenario,
+            format!("{} ({})", row.label, row.spec),
+            real.mb_per_s,
+            pred.mb_per_s,
+            thr,
+            mark(thr, SELF_THR_TARGET),
+            real.q2c_mean_ms,
+            pred.q2c_mean_ms,
+            q2c,
+            mark(q2c, SELF_Q2C_TARGET),
+            real.merge_ratio,
+            pred.merge_ratio,
+        );
+    }
+    println!("\n{within} of {n} recordings within both targets");
+}
+
+/// A scratch directory for recordings nobody asked to keep, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> anyhow::Result<TempDir> {
+    let p = std::env::temp_dir().join(format!("iosched-validate-{}", std::process::id()));
+    std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
+    Ok(TempDir(p))
+}
