@@ -16,7 +16,8 @@ use crate::{
     blktrace::{BlktraceSource, format},
     event::{Event, Note},
     record::{
-        DeviceInfo, Footer, FormatError, Header, ProcessInfo, RecordingReader, Stats, TimeOrdered,
+        ChunkOrdered, DeviceInfo, Footer, FormatError, Header, ProcessInfo, RecordingReader, Stats,
+        TimeOrdered,
     },
 };
 
@@ -144,31 +145,17 @@ pub fn sniff(path: &Path) -> Result<TraceFormat, InputError> {
     })
 }
 
-/// A recording of ours, events put in time order by [`TimeOrdered`].
+/// A recording of ours, events put in time order by [`ChunkOrdered`] (what [`TimeOrdered`]
+/// does, a chunk at a time).
 pub struct RecordingSource<R: Read = BufReader<File>> {
     meta: TraceMeta,
-    ordered: TimeOrdered<ReaderEvents<R>>,
-    notes: Vec<Note>,
-}
-
-/// The reader as a plain event iterator; a read error ends it and is kept for the caller.
-struct ReaderEvents<R: Read> {
     reader: RecordingReader<R>,
+    ordered: ChunkOrdered,
+    /// Decoded events of the last chunk read, in arrival order (reused).
+    arrived: Vec<Event>,
+    /// A read error, held back until the events read before it are taken.
     error: Option<FormatError>,
-}
-
-impl<R: Read> Iterator for ReaderEvents<R> {
-    type Item = Event;
-
-    fn next(&mut self) -> Option<Event> {
-        match self.reader.next_event()? {
-            Ok(ev) => Some(ev),
-            Err(e) => {
-                self.error = Some(e);
-                None
-            }
-        }
-    }
+    notes: Vec<Note>,
 }
 
 impl<R: Read> RecordingSource<R> {
@@ -199,24 +186,31 @@ impl<R: Read> RecordingSource<R> {
         };
         RecordingSource {
             meta,
-            ordered: TimeOrdered::with_window(
-                ReaderEvents {
-                    reader,
-                    error: None,
-                },
-                window_ns,
-                max_held,
-            ),
+            reader,
+            ordered: ChunkOrdered::with_window(window_ns, max_held),
+            arrived: Vec::new(),
+            error: None,
             notes: Vec::new(),
         }
     }
 
     fn reader(&self) -> &RecordingReader<R> {
-        &self.ordered_inner().reader
+        &self.reader
     }
 
-    fn ordered_inner(&self) -> &ReaderEvents<R> {
-        self.ordered.inner()
+    /// Reads chunks until some events are released or the input ends. A read error ends
+    /// the input (everything held is released) and is kept for the caller.
+    fn fill(&mut self) {
+        while self.ordered.ready() == 0 && !self.ordered.is_done() {
+            match self.reader.next_events(&mut self.arrived) {
+                Some(Ok(_)) => self.ordered.push_chunk(&mut self.arrived),
+                Some(Err(e)) => {
+                    self.error = Some(e);
+                    self.ordered.finish();
+                }
+                None => self.ordered.finish(),
+            }
+        }
     }
 }
 
@@ -226,24 +220,27 @@ impl<R: Read> TraceSource for RecordingSource<R> {
     }
 
     fn next_event(&mut self) -> Option<Result<Event, InputError>> {
-        match self.ordered.next() {
+        self.fill();
+        match self.ordered.pop() {
             Some(ev) => Some(Ok(ev)),
-            None => self
-                .ordered
-                .inner_mut()
-                .error
-                .take()
-                .map(|e| Err(InputError::Recording(e))),
+            None => self.error.take().map(|e| Err(InputError::Recording(e))),
         }
     }
 
     fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<(), InputError> {
-        out.extend(self.ordered.by_ref().take(max));
-        match self.ordered.inner_mut().error.take() {
-            Some(e) if out.is_empty() => Err(InputError::Recording(e)),
+        let start = out.len();
+        while out.len() - start < max {
+            self.fill();
+            if self.ordered.ready() == 0 {
+                break;
+            }
+            self.ordered.take(out, max - (out.len() - start));
+        }
+        match self.error.take() {
+            Some(e) if out.len() == start => Err(InputError::Recording(e)),
             // Events read before the error go first; the error comes with the next batch.
             Some(e) => {
-                self.ordered.inner_mut().error = Some(e);
+                self.error = Some(e);
                 Ok(())
             }
             None => Ok(()),
