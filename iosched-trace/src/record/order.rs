@@ -267,7 +267,7 @@ impl ChunkOrdered {
         }
         self.newest_ns = newest;
         self.merge(chunk);
-        self.release();
+        self.release_sorted();
     }
 
     /// The input has ended: everything held is released.
@@ -281,7 +281,12 @@ impl ChunkOrdered {
     /// Moves up to `max` released events to `out`, oldest first.
     pub fn take(&mut self, out: &mut Vec<Event>, max: usize) {
         let n = max.min(self.ready);
-        out.extend(self.held.drain(..n));
+        let (a, b) = self.held.as_slices();
+        let from_a = n.min(a.len());
+        out.extend_from_slice(&a[..from_a]);
+        out.extend_from_slice(&b[..n - from_a]);
+        // Plain data: dropping the drained front only moves the queue's head.
+        self.held.drain(..n);
         self.ready -= n;
     }
 
@@ -299,7 +304,9 @@ impl ChunkOrdered {
     fn merge(&mut self, chunk: &mut Vec<Event>) {
         let split = self.insertion_point(chunk[0].ts_ns);
         if split == self.held.len() {
-            self.held.extend(chunk.drain(..));
+            // Copied as slices (events are plain data), not pushed one by one.
+            self.held.extend(chunk.iter());
+            chunk.clear();
             return;
         }
         let mut tail = std::mem::take(&mut self.merge_tail);
@@ -357,6 +364,35 @@ impl ChunkOrdered {
         {
             self.release_front();
         }
+    }
+
+    /// [`release`](Self::release) when the unreleased events are within `max_held`: one
+    /// binary search for the window's edge instead of a test per event. None of them is late
+    /// if the first is not, since they are in time order.
+    fn release_sorted(&mut self) {
+        let Some(edge) = self.newest_ns.checked_sub(self.window_ns) else {
+            return;
+        };
+        // Released: newest - ts > window, i.e. ts < edge.
+        let (mut lo, mut hi) = (self.ready, self.held.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.held[mid].ts_ns < edge {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if lo == self.ready {
+            return;
+        }
+        let first = self.held[self.ready].ts_ns;
+        if self.last_out_ns.is_some_and(|last| first < last) {
+            self.release();
+            return;
+        }
+        self.last_out_ns = Some(self.held[lo - 1].ts_ns);
+        self.ready = lo;
     }
 
     fn release_front(&mut self) {

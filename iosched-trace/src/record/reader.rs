@@ -51,14 +51,23 @@ impl RecordingReader<BufReader<File>> {
             cause: Box::new(e),
         };
         let file = File::open(path).map_err(|e| wrap(e.into()))?;
-        Self::new(BufReader::new(file)).map_err(wrap)
+        // A regular file is mapped rather than read: copying every byte out of the page
+        // cache was the largest single cost of `report` on a long trace. Anything that
+        // cannot be mapped (a pipe, an empty file, a refusing filesystem) is read.
+        let map = Mapping::new(&file);
+        let mut src = Source::new(BufReader::new(file));
+        src.map = map;
+        Self::from_source(src).map_err(wrap)
     }
 }
 
 impl<R: Read> RecordingReader<R> {
     /// Reads and checks the file header and the HEADER chunk.
     pub fn new(r: R) -> Result<Self, FormatError> {
-        let mut src = Source::new(r);
+        Self::from_source(Source::new(r))
+    }
+
+    fn from_source(mut src: Source<R>) -> Result<Self, FormatError> {
         src.fill_to(FILE_HEADER_LEN)?;
         let head = src.bytes();
         if head.is_empty() {
@@ -498,9 +507,11 @@ struct Next {
 
 const READ_SIZE: usize = 64 << 10;
 
-/// A read buffer over `R` that knows file offsets, holding at most one chunk plus one read.
+/// A read buffer over `R` that knows file offsets, holding at most one chunk plus one read;
+/// or, for a mapped file, the mapping (then `R` is not used).
 struct Source<R> {
     r: R,
+    map: Option<Mapping>,
     buf: Vec<u8>,
     pos: usize,
     /// File offset of `buf[pos]`.
@@ -512,6 +523,7 @@ impl<R: Read> Source<R> {
     fn new(r: R) -> Self {
         Source {
             r,
+            map: None,
             buf: Vec::new(),
             pos: 0,
             offset: 0,
@@ -520,17 +532,23 @@ impl<R: Read> Source<R> {
     }
 
     fn avail(&self) -> usize {
-        self.buf.len() - self.pos
+        self.bytes().len()
     }
 
     fn bytes(&self) -> &[u8] {
-        &self.buf[self.pos..]
+        match &self.map {
+            Some(map) => &map.bytes()[self.pos..],
+            None => &self.buf[self.pos..],
+        }
     }
 
     fn consume(&mut self, n: usize) {
         debug_assert!(n <= self.avail());
         self.pos += n;
         self.offset += n as u64;
+        if let Some(map) = &mut self.map {
+            map.done_before(self.pos);
+        }
     }
 
     /// Makes at least `n` bytes available; `false` if the input ends first (then all the
@@ -538,6 +556,9 @@ impl<R: Read> Source<R> {
     fn fill_to(&mut self, n: usize) -> io::Result<bool> {
         if self.avail() >= n {
             return Ok(true);
+        }
+        if self.map.is_some() {
+            return Ok(false);
         }
         if self.eof {
             return Ok(false);
@@ -644,3 +665,90 @@ impl<R: Read> Source<R> {
         }
     }
 }
+
+/// A whole regular file mapped read-only. Pages already read are dropped from the mapping as
+/// the reader moves on, so memory stays bounded however long the file (mapped file pages
+/// count in a process's resident set).
+///
+/// The file must not shrink while mapped (reading a page past its new end would fault):
+/// recordings are only ever appended to. What is appended after the mapping is made is not
+/// seen, as if the file had been read at that moment.
+struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+    /// Bytes before this offset have been dropped from the mapping.
+    dropped: usize,
+}
+
+/// Consumed bytes are dropped from the mapping this many at a time.
+const DROP_STEP: usize = 32 << 20;
+
+impl Mapping {
+    fn new(file: &File) -> Option<Mapping> {
+        use std::os::fd::AsRawFd;
+        let meta = file.metadata().ok()?;
+        let len = usize::try_from(meta.len()).ok()?;
+        if !meta.is_file() || len == 0 {
+            return None;
+        }
+        // SAFETY: a fresh read-only private mapping of a file we hold open; the kernel picks
+        // the address. The pointer is only read through `bytes`, within `len`.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return None;
+        }
+        // Read ahead aggressively: the file is read once, front to back. Advice only.
+        // SAFETY: the range is the mapping just made.
+        unsafe { libc::madvise(ptr, len, libc::MADV_SEQUENTIAL) };
+        Some(Mapping {
+            ptr,
+            len,
+            dropped: 0,
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr..ptr+len` is mapped readable for the life of `self`; pages dropped by
+        // `done_before` read back from the file when touched again.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
+    }
+
+    /// The reader has moved past `offset`: drop the whole pages before it (in steps).
+    fn done_before(&mut self, offset: usize) {
+        if offset < self.dropped + DROP_STEP {
+            return;
+        }
+        let end = offset & !(DROP_STEP - 1);
+        // SAFETY: a page-aligned range inside the mapping; MADV_DONTNEED on a private
+        // read-only file mapping only unmaps pages (they come back from the file if read).
+        unsafe {
+            libc::madvise(
+                self.ptr.cast::<u8>().add(self.dropped).cast(),
+                end - self.dropped,
+                libc::MADV_DONTNEED,
+            )
+        };
+        self.dropped = end;
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `new` mapped, once.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+// SAFETY: the mapping is read-only and owned; nothing about it is tied to a thread.
+unsafe impl Send for Mapping {}
+// SAFETY: shared access only reads.
+unsafe impl Sync for Mapping {}
