@@ -178,6 +178,19 @@ impl<I: Iterator<Item = Event>> Iterator for TimeOrdered<I> {
     }
 }
 
+/// What [`ChunkOrdered`] can order: events, or small references to events (a timestamp and
+/// where to find the event), which keep the held window small.
+pub trait Timed: Copy {
+    fn ts_ns(&self) -> u64;
+}
+
+impl Timed for Event {
+    #[inline]
+    fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+}
+
 /// [`TimeOrdered`]'s reordering for input that comes a chunk at a time (a recording's EVENTS
 /// chunks): the same output, event for event, and the same [`late`](Self::late) count, at a
 /// fraction of the cost per event.
@@ -193,9 +206,9 @@ impl<I: Iterator<Item = Event>> Iterator for TimeOrdered<I> {
 ///
 /// Released events stay at the front of the held queue until taken, so each event is moved
 /// twice: into the queue and out of it.
-pub struct ChunkOrdered {
+pub struct ChunkOrdered<T: Timed = Event> {
     /// Sorted by (timestamp, arrival); the first `ready` are released and wait to be taken.
-    held: VecDeque<Event>,
+    held: VecDeque<T>,
     ready: usize,
     window_ns: u64,
     max_held: usize,
@@ -204,10 +217,10 @@ pub struct ChunkOrdered {
     late: u64,
     done: bool,
     /// Held events displaced by a merge (reused between chunks).
-    merge_tail: Vec<Event>,
+    merge_tail: Vec<T>,
 }
 
-impl ChunkOrdered {
+impl<T: Timed> ChunkOrdered<T> {
     /// Parameters as for [`TimeOrdered::with_window`].
     pub fn with_window(window_ns: u64, max_held: usize) -> Self {
         ChunkOrdered {
@@ -239,7 +252,7 @@ impl ChunkOrdered {
     }
 
     /// Takes in the next events in arrival order, leaving `chunk` empty.
-    pub fn push_chunk(&mut self, chunk: &mut Vec<Event>) {
+    pub fn push_chunk(&mut self, chunk: &mut Vec<T>) {
         debug_assert!(!self.done, "push_chunk after finish");
         if chunk.is_empty() {
             return;
@@ -249,10 +262,10 @@ impl ChunkOrdered {
         let mut sorted = true;
         let mut prev = 0;
         for ev in chunk.iter() {
-            in_window &= newest.saturating_sub(ev.ts_ns) <= self.window_ns;
-            sorted &= ev.ts_ns >= prev;
-            prev = ev.ts_ns;
-            newest = newest.max(ev.ts_ns);
+            in_window &= newest.saturating_sub(ev.ts_ns()) <= self.window_ns;
+            sorted &= ev.ts_ns() >= prev;
+            prev = ev.ts_ns();
+            newest = newest.max(ev.ts_ns());
         }
         let unreleased = self.held.len() - self.ready;
         if !in_window || unreleased + chunk.len() > self.max_held {
@@ -263,7 +276,7 @@ impl ChunkOrdered {
         }
         if !sorted {
             // Stable: equal timestamps keep arrival order.
-            chunk.sort_by_key(|ev| ev.ts_ns);
+            chunk.sort_by_key(|ev| ev.ts_ns());
         }
         self.newest_ns = newest;
         self.merge(chunk);
@@ -279,7 +292,7 @@ impl ChunkOrdered {
     }
 
     /// Moves up to `max` released events to `out`, oldest first.
-    pub fn take(&mut self, out: &mut Vec<Event>, max: usize) {
+    pub fn take(&mut self, out: &mut Vec<T>, max: usize) {
         let n = max.min(self.ready);
         let (a, b) = self.held.as_slices();
         let from_a = n.min(a.len());
@@ -291,7 +304,7 @@ impl ChunkOrdered {
     }
 
     /// The oldest released event, if any.
-    pub fn pop(&mut self) -> Option<Event> {
+    pub fn pop(&mut self) -> Option<T> {
         if self.ready == 0 {
             return None;
         }
@@ -301,8 +314,8 @@ impl ChunkOrdered {
 
     /// Merges a sorted `chunk` of events that all arrived after the held ones into the
     /// unreleased part of the queue.
-    fn merge(&mut self, chunk: &mut Vec<Event>) {
-        let split = self.insertion_point(chunk[0].ts_ns);
+    fn merge(&mut self, chunk: &mut Vec<T>) {
+        let split = self.insertion_point(chunk[0].ts_ns());
         if split == self.held.len() {
             // Copied as slices (events are plain data), not pushed one by one.
             self.held.extend(chunk.iter());
@@ -315,7 +328,7 @@ impl ChunkOrdered {
         let mut b = chunk.drain(..).peekable();
         loop {
             let from_tail = match (a.peek(), b.peek()) {
-                (Some(x), Some(y)) => x.ts_ns <= y.ts_ns,
+                (Some(x), Some(y)) => x.ts_ns() <= y.ts_ns(),
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => break,
@@ -329,10 +342,10 @@ impl ChunkOrdered {
 
     /// One event, exactly as [`TimeOrdered`] takes it: inserted in time order, then released
     /// what the window or the count bound releases.
-    fn push_one(&mut self, ev: Event) {
+    fn push_one(&mut self, ev: T) {
         // What the events before it release has been released already.
-        self.newest_ns = self.newest_ns.max(ev.ts_ns);
-        let at = self.insertion_point(ev.ts_ns);
+        self.newest_ns = self.newest_ns.max(ev.ts_ns());
+        let at = self.insertion_point(ev.ts_ns());
         self.held.insert(at, ev);
         self.release();
     }
@@ -341,13 +354,13 @@ impl ChunkOrdered {
     /// it (arrival breaks ties), and never before a released one.
     fn insertion_point(&self, ts: u64) -> usize {
         // Usually the end: the stream is nearly in order.
-        if self.held.back().is_none_or(|b| b.ts_ns <= ts) {
+        if self.held.back().is_none_or(|b| b.ts_ns() <= ts) {
             return self.held.len();
         }
         let (mut lo, mut hi) = (self.ready, self.held.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.held[mid].ts_ns <= ts {
+            if self.held[mid].ts_ns() <= ts {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -359,7 +372,7 @@ impl ChunkOrdered {
     /// Releases held events as long as the window or the count bound says so.
     fn release(&mut self) {
         while let Some(front) = self.held.get(self.ready)
-            && (self.newest_ns - front.ts_ns > self.window_ns
+            && (self.newest_ns - front.ts_ns() > self.window_ns
                 || self.held.len() - self.ready > self.max_held)
         {
             self.release_front();
@@ -377,7 +390,7 @@ impl ChunkOrdered {
         let (mut lo, mut hi) = (self.ready, self.held.len());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if self.held[mid].ts_ns < edge {
+            if self.held[mid].ts_ns() < edge {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -386,17 +399,17 @@ impl ChunkOrdered {
         if lo == self.ready {
             return;
         }
-        let first = self.held[self.ready].ts_ns;
+        let first = self.held[self.ready].ts_ns();
         if self.last_out_ns.is_some_and(|last| first < last) {
             self.release();
             return;
         }
-        self.last_out_ns = Some(self.held[lo - 1].ts_ns);
+        self.last_out_ns = Some(self.held[lo - 1].ts_ns());
         self.ready = lo;
     }
 
     fn release_front(&mut self) {
-        let ts = self.held[self.ready].ts_ns;
+        let ts = self.held[self.ready].ts_ns();
         match self.last_out_ns {
             Some(last) if ts < last => self.late += 1,
             _ => self.last_out_ns = Some(ts),
