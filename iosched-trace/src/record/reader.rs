@@ -26,7 +26,7 @@ pub struct RecordingReader<R: Read> {
     header: Header,
     version: (u16, u16),
     /// Payload of the current EVENTS chunk and the offset of its next record.
-    chunk: Vec<u8>,
+    chunk: Payload,
     chunk_pos: usize,
     /// File offset of `chunk[0]`.
     chunk_offset: u64,
@@ -113,7 +113,7 @@ impl<R: Read> RecordingReader<R> {
             src,
             header,
             version: (major, minor),
-            chunk: Vec::new(),
+            chunk: Payload::default(),
             chunk_pos: 0,
             chunk_offset: 0,
             record_size: EVENT_RECORD_SIZE as usize,
@@ -144,8 +144,9 @@ impl<R: Read> RecordingReader<R> {
     /// a warning); `Some(Err)` is an I/O error, after which the reader ends.
     pub fn next_event(&mut self) -> Option<Result<Event, FormatError>> {
         loop {
-            while self.chunk_pos + self.record_size <= self.chunk.len() {
-                let rec = &self.chunk[self.chunk_pos..self.chunk_pos + self.record_size];
+            let chunk = self.chunk.bytes(self.src.map.as_ref());
+            while self.chunk_pos + self.record_size <= chunk.len() {
+                let rec = &chunk[self.chunk_pos..self.chunk_pos + self.record_size];
                 self.chunk_pos += self.record_size;
                 match codec::decode_event(rec) {
                     Ok(ev) => {
@@ -166,7 +167,7 @@ impl<R: Read> RecordingReader<R> {
                 }
                 Err(e) => {
                     self.finished = true;
-                    self.chunk.clear();
+                    self.chunk = Payload::default();
                     return Some(Err(e.into()));
                 }
             }
@@ -194,7 +195,7 @@ impl<R: Read> RecordingReader<R> {
                 }
                 Err(e) => {
                     self.finished = true;
-                    self.chunk.clear();
+                    self.chunk = Payload::default();
                     return Some(Err(e.into()));
                 }
             }
@@ -230,7 +231,7 @@ impl<R: Read> RecordingReader<R> {
                 }
                 Err(e) => {
                     self.finished = true;
-                    self.chunk.clear();
+                    self.chunk = Payload::default();
                     return Some(Err(e.into()));
                 }
             }
@@ -251,7 +252,8 @@ impl<R: Read> RecordingReader<R> {
     /// [`decode_rest`](Self::decode_rest) as references.
     fn scan_rest(&mut self, out: &mut Vec<EventRef>) -> usize {
         let size = self.record_size;
-        let records = self.chunk.get(self.chunk_pos..).unwrap_or_default();
+        let chunk = self.chunk.bytes(self.src.map.as_ref());
+        let records = chunk.get(self.chunk_pos..).unwrap_or_default();
         let whole = records.len() / size * size;
         out.reserve(whole / size);
         let before = out.len();
@@ -277,7 +279,8 @@ impl<R: Read> RecordingReader<R> {
     /// Decodes the rest of the current chunk into `out`; how many events it gave.
     fn decode_rest(&mut self, out: &mut Vec<Event>) -> usize {
         let size = self.record_size;
-        let records = self.chunk.get(self.chunk_pos..).unwrap_or_default();
+        let chunk = self.chunk.bytes(self.src.map.as_ref());
+        let records = chunk.get(self.chunk_pos..).unwrap_or_default();
         let whole = records.len() / size * size;
         out.reserve(whole / size);
         let before = out.len();
@@ -349,7 +352,9 @@ impl<R: Read> RecordingReader<R> {
         match chunk.typ {
             chunk_type::EVENTS => self.take_events(chunk),
             chunk_type::PROCESSES => {
-                match serde_json::from_slice::<Vec<ProcessInfo>>(&chunk.payload) {
+                match serde_json::from_slice::<Vec<ProcessInfo>>(
+                    chunk.payload.bytes(self.src.map.as_ref()),
+                ) {
                     Ok(list) => {
                         for p in list {
                             self.processes.insert(p.pid, p);
@@ -362,7 +367,9 @@ impl<R: Read> RecordingReader<R> {
                 }
             }
             chunk_type::NOTES => {
-                match serde_json::from_slice::<Vec<crate::event::Note>>(&chunk.payload) {
+                match serde_json::from_slice::<Vec<crate::event::Note>>(
+                    chunk.payload.bytes(self.src.map.as_ref()),
+                ) {
                     Ok(list) => self.notes.extend(list),
                     Err(e) => self.warnings.push(format!(
                         "notes chunk at offset {} is not readable ({e}): skipped",
@@ -370,20 +377,24 @@ impl<R: Read> RecordingReader<R> {
                     )),
                 }
             }
-            chunk_type::STATS => match serde_json::from_slice::<Stats>(&chunk.payload) {
-                Ok(stats) => self.stats = Some(stats),
-                Err(e) => self.warnings.push(format!(
-                    "statistics chunk at offset {} is not readable ({e}): skipped",
-                    chunk.offset
-                )),
-            },
-            chunk_type::FOOTER => match serde_json::from_slice::<Footer>(&chunk.payload) {
-                Ok(footer) => self.footer = Some(footer),
-                Err(e) => self.warnings.push(format!(
-                    "footer at offset {} is not readable ({e}): skipped",
-                    chunk.offset
-                )),
-            },
+            chunk_type::STATS => {
+                match serde_json::from_slice::<Stats>(chunk.payload.bytes(self.src.map.as_ref())) {
+                    Ok(stats) => self.stats = Some(stats),
+                    Err(e) => self.warnings.push(format!(
+                        "statistics chunk at offset {} is not readable ({e}): skipped",
+                        chunk.offset
+                    )),
+                }
+            }
+            chunk_type::FOOTER => {
+                match serde_json::from_slice::<Footer>(chunk.payload.bytes(self.src.map.as_ref())) {
+                    Ok(footer) => self.footer = Some(footer),
+                    Err(e) => self.warnings.push(format!(
+                        "footer at offset {} is not readable ({e}): skipped",
+                        chunk.offset
+                    )),
+                }
+            }
             chunk_type::HEADER => self.warnings.push(format!(
                 "second header chunk at offset {} ignored",
                 chunk.offset
@@ -395,7 +406,7 @@ impl<R: Read> RecordingReader<R> {
     }
 
     fn take_events(&mut self, chunk: Chunk) {
-        let p = &chunk.payload;
+        let p = chunk.payload.bytes(self.src.map.as_ref());
         let consistent = p.len() >= EVENTS_PREFIX_LEN && {
             let count = u64::from(codec::u32_at(p, 8));
             let size = u64::from(codec::u32_at(p, 12));
@@ -533,7 +544,31 @@ struct Chunk {
     typ: u32,
     /// File offset of its chunk header.
     offset: u64,
-    payload: Vec<u8>,
+    payload: Payload,
+}
+
+/// A chunk's payload: copied out of the read buffer, or where it is in a mapped file (no
+/// copy: the mapping stays).
+#[derive(Clone, Debug)]
+enum Payload {
+    Owned(Vec<u8>),
+    Mapped { start: usize, len: usize },
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Payload::Owned(Vec::new())
+    }
+}
+
+impl Payload {
+    fn bytes<'a>(&'a self, map: Option<&'a Mapping>) -> &'a [u8] {
+        match (self, map) {
+            (Payload::Owned(v), _) => v,
+            (Payload::Mapped { start, len }, Some(map)) => &map.bytes()[*start..][..*len],
+            (Payload::Mapped { .. }, None) => unreachable!("mapped payloads come from a mapping"),
+        }
+    }
 }
 
 /// Why bytes were skipped.
@@ -715,7 +750,13 @@ impl<R: Read> Source<R> {
             };
             let Some(problem) = problem else {
                 let offset = self.offset;
-                let payload = self.bytes()[CHUNK_HEADER_LEN..][..len].to_vec();
+                let payload = match &self.map {
+                    Some(_) => Payload::Mapped {
+                        start: self.pos + CHUNK_HEADER_LEN,
+                        len,
+                    },
+                    None => Payload::Owned(self.bytes()[CHUNK_HEADER_LEN..][..len].to_vec()),
+                };
                 self.consume(CHUNK_HEADER_LEN + len);
                 let skipped = bad.map(|(start, problem)| Skipped {
                     start,
