@@ -134,9 +134,16 @@ pub struct DeviceState {
     pub pending: u32,
     /// Waiting bios by submitting pid (`pending` minus bio-less requests).
     pub pending_by_pid: FxHashMap<u32, u32>,
+    /// The keys of `pending_by_pid`, in no particular order: a dense list for observers
+    /// that scan the waiters at every state change (iterating a hash map walks its
+    /// buckets, however few entries it has).
+    pub waiting_pids: Vec<u32>,
     /// Bumped whenever a pid starts waiting (joins `pending_by_pid`): lets observers skip
     /// rescanning the waiters when no one new arrived.
     pub waiters_generation: u64,
+    /// The pid that joined `pending_by_pid` last (when `waiters_generation` was last bumped):
+    /// an observer one generation behind needs only this one.
+    pub last_waiter: u32,
 }
 
 impl DeviceState {
@@ -303,6 +310,8 @@ impl Timeline {
             let n = d.pending_by_pid.entry(pid).or_insert(0);
             if *n == 0 {
                 d.waiters_generation += 1;
+                d.last_waiter = pid;
+                d.waiting_pids.push(pid);
             }
             *n += 1;
         }
@@ -317,6 +326,9 @@ impl Timeline {
             *n -= 1;
             if *n == 0 {
                 d.pending_by_pid.remove(&pid);
+                if let Some(at) = d.waiting_pids.iter().position(|p| *p == pid) {
+                    d.waiting_pids.swap_remove(at);
+                }
             }
         }
     }
