@@ -338,7 +338,8 @@ impl Timeline {
         let Some(b) = self.bios.get_mut(&bio) else {
             return;
         };
-        if b.pending || self.bio_based.contains(&b.dev) {
+        // Most traces have no bio-based device: skip hashing the device for each bio.
+        if b.pending || (!self.bio_based.is_empty() && self.bio_based.contains(&b.dev)) {
             return;
         }
         b.pending = true;
