@@ -237,6 +237,10 @@ pub struct Timeline {
     /// Last bio each task queued, for finding a split's parent.
     last_queued: FxHashMap<u32, u64>,
     anomalies: Anomalies,
+    /// Emptied bio lists of finished requests, reused by new ones, and the list of bios a
+    /// completion finishes: a request's life should not cost two allocations.
+    spare_bio_lists: Vec<Vec<u64>>,
+    finished_bios: Vec<u64>,
 }
 
 impl Timeline {
@@ -248,6 +252,8 @@ impl Timeline {
             bio_based: bio_based.into_iter().collect(),
             last_queued: FxHashMap::default(),
             anomalies: Anomalies::default(),
+            spare_bio_lists: Vec::new(),
+            finished_bios: Vec::new(),
         }
     }
 
@@ -484,6 +490,7 @@ impl Timeline {
                 self.remove_pending(old.dev, None);
             }
         }
+        let spare = &mut self.spare_bio_lists;
         self.rqs.entry(ev.rq).or_insert_with(|| RqState {
             dev: ev.dev,
             op: ev.op,
@@ -496,7 +503,7 @@ impl Timeline {
             in_driver: false,
             pending: false,
             requeues: 0,
-            bios: Vec::new(),
+            bios: spare.pop().unwrap_or_default(),
             submitter: None,
             error: 0,
         })
@@ -623,7 +630,8 @@ impl Timeline {
         // request ends when nothing remains.
         let done = ev.aux >= u64::from(ev.bytes);
         let mut budget = ev.aux;
-        let mut finished_bios = Vec::new();
+        let mut finished_bios = std::mem::take(&mut self.finished_bios);
+        finished_bios.clear();
         let mut keep = 0;
         for (n, bio) in r.bios.iter().enumerate() {
             if done {
@@ -649,12 +657,13 @@ impl Timeline {
             r.bios.drain(..keep);
         }
         let error = r.error;
-        for bio in finished_bios {
+        for &bio in &finished_bios {
             self.unmark_pending(bio);
             if let Some(b) = self.bios.remove(&bio) {
                 sink.bio_done(&Self::bio_life(&b, ev.ts_ns, error));
             }
         }
+        self.finished_bios = finished_bios;
         if done {
             let r = self.rqs.remove(&ev.rq).expect("found above");
             if r.in_driver {
@@ -681,6 +690,16 @@ impl Timeline {
                 error: r.error,
             });
             self.report_state(r.dev, ev.ts_ns, sink);
+            self.recycle(r.bios);
+        }
+    }
+
+    /// Keeps a finished request's bio list for a new request (a few are enough: requests in
+    /// flight at once come and go together).
+    fn recycle(&mut self, mut bios: Vec<u64>) {
+        if self.spare_bio_lists.len() < 64 && bios.capacity() > 0 {
+            bios.clear();
+            self.spare_bio_lists.push(bios);
         }
     }
 
