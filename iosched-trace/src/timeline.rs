@@ -310,7 +310,11 @@ impl Timeline {
     }
 
     fn add_pending(&mut self, dev: Dev, pid: Option<u32>) {
-        let d = self.device(dev);
+        Self::add_pending_in(&mut self.devices, dev, pid);
+    }
+
+    fn add_pending_in(devices: &mut DevMap<DeviceState>, dev: Dev, pid: Option<u32>) {
+        let d = devices.entry_or_default(dev);
         d.pending += 1;
         if let Some(pid) = pid {
             let n = d.pending_by_pid.entry(pid).or_insert(0);
@@ -344,7 +348,6 @@ impl Timeline {
         let Some(b) = self.bios.get_mut(&bio) else {
             return;
         };
-        // Most traces have no bio-based device: skip hashing the device for each bio.
         if b.pending || (!self.bio_based.is_empty() && self.bio_based.contains(&b.dev)) {
             return;
         }
@@ -383,35 +386,56 @@ impl Timeline {
         }
     }
 
-    /// Drops a bio whose id is being reused: its completion was never seen.
-    fn drop_stale_bio(&mut self, bio: u64) {
-        if self.bios.contains_key(&bio) {
-            self.unmark_pending(bio);
-            self.bios.remove(&bio);
+    /// Starts a new bio's life, pending unless its device is bio-based, in one hash map
+    /// operation. A bio already under this id is dropped first: the id is being reused, so
+    /// its completion was never seen.
+    fn insert_bio(&mut self, id: u64, mut b: BioState) {
+        let pends = !self.is_bio_based(b.dev);
+        b.pending = pends;
+        let (dev, pid) = (b.dev, b.submitter.map(|s| s.pid));
+        if let Some(old) = self.bios.insert(id, b) {
+            if old.pending {
+                self.remove_pending(old.dev, old.submitter.map(|s| s.pid));
+            }
             self.anomalies.reused_before_completion += 1;
         }
+        if pends {
+            self.add_pending(dev, pid);
+        }
+    }
+
+    fn is_bio_based(&self, dev: Dev) -> bool {
+        // Most traces have none: skip hashing the device for each bio.
+        !self.bio_based.is_empty() && self.bio_based.contains(&dev)
     }
 
     /// The bio `ev` names, created (as first seen mid-life) if unknown.
     fn bio_seen(&mut self, ev: &Event) -> &mut BioState {
-        if !self.bios.contains_key(&ev.bio) {
-            self.anomalies.bios_without_queue += 1;
-            self.bios.insert(ev.bio, Self::new_bio(ev, None));
-            self.mark_pending(ev.bio);
+        use std::collections::hash_map::Entry;
+        let pends = !self.is_bio_based(ev.dev);
+        match self.bios.entry(ev.bio) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => {
+                self.anomalies.bios_without_queue += 1;
+                let b = v.insert(Self::new_bio(ev, None));
+                // As `mark_pending` (not callable while `b` is borrowed); no submitter known.
+                if pends {
+                    b.pending = true;
+                    Self::add_pending_in(&mut self.devices, ev.dev, None);
+                }
+                b
+            }
         }
-        self.bios.get_mut(&ev.bio).expect("inserted above")
     }
 
     fn on_queue(&mut self, ev: &Event, sink: &mut impl LifeSink) {
         if ev.bio == 0 {
             return;
         }
-        self.drop_stale_bio(ev.bio);
         let mut b = Self::new_bio(ev, Some(Submitter::of(ev)));
         b.q = Some(ev.ts_ns);
-        self.bios.insert(ev.bio, b);
+        self.insert_bio(ev.bio, b);
         self.last_queued.insert(ev.pid, ev.bio);
-        self.mark_pending(ev.bio);
         let state = self.devices.entry_or_default(ev.dev);
         sink.queued(ev, state);
         self.report_state(ev.dev, ev.ts_ns, sink);
@@ -440,9 +464,7 @@ impl Timeline {
             }
             None => self.anomalies.splits_without_parent += 1,
         }
-        self.drop_stale_bio(ev.bio);
-        self.bios.insert(ev.bio, child);
-        self.mark_pending(ev.bio);
+        self.insert_bio(ev.bio, child);
         self.report_state(ev.dev, ev.ts_ns, sink);
     }
 
