@@ -500,20 +500,9 @@ impl Timeline {
     /// Starts a new life for `ev.rq` if it has none, or if its old one is issued (then its
     /// completion was lost).
     fn request_seen(&mut self, ev: &Event, fresh_unless: fn(&RqState) -> bool) -> &mut RqState {
-        let stale = self.rqs.get(&ev.rq).is_some_and(|r| !fresh_unless(r));
-        if stale {
-            let old = self.rqs.remove(&ev.rq).expect("checked above");
-            self.anomalies.reused_before_completion += 1;
-            if old.in_driver {
-                let d = self.device(old.dev);
-                d.in_driver = d.in_driver.saturating_sub(1);
-            }
-            if old.pending {
-                self.remove_pending(old.dev, None);
-            }
-        }
+        use std::collections::hash_map::Entry;
         let spare = &mut self.spare_bio_lists;
-        self.rqs.entry(ev.rq).or_insert_with(|| RqState {
+        let mut fresh = || RqState {
             dev: ev.dev,
             op: ev.op,
             flags: ev.flags,
@@ -528,7 +517,28 @@ impl Timeline {
             bios: spare.pop().unwrap_or_default(),
             submitter: None,
             error: 0,
-        })
+        };
+        // One hash map operation; the stale life is replaced in place (only fields other
+        // than `rqs` are touched meanwhile).
+        match self.rqs.entry(ev.rq) {
+            Entry::Vacant(v) => v.insert(fresh()),
+            Entry::Occupied(o) => {
+                let r = o.into_mut();
+                if !fresh_unless(r) {
+                    let old = std::mem::replace(r, fresh());
+                    self.anomalies.reused_before_completion += 1;
+                    let d = self.devices.entry_or_default(old.dev);
+                    if old.in_driver {
+                        d.in_driver = d.in_driver.saturating_sub(1);
+                    }
+                    if old.pending {
+                        // `remove_pending` without a pid.
+                        d.pending = d.pending.saturating_sub(1);
+                    }
+                }
+                r
+            }
+        }
     }
 
     fn on_insert(&mut self, ev: &Event, sink: &mut impl LifeSink) {
