@@ -134,9 +134,16 @@ pub struct DeviceState {
     pub pending: u32,
     /// Waiting bios by submitting pid (`pending` minus bio-less requests).
     pub pending_by_pid: FxHashMap<u32, u32>,
+    /// The keys of `pending_by_pid`, in no particular order: a dense list for observers
+    /// that scan the waiters at every state change (iterating a hash map walks its
+    /// buckets, however few entries it has).
+    pub waiting_pids: Vec<u32>,
     /// Bumped whenever a pid starts waiting (joins `pending_by_pid`): lets observers skip
     /// rescanning the waiters when no one new arrived.
     pub waiters_generation: u64,
+    /// The pid that joined `pending_by_pid` last (when `waiters_generation` was last bumped):
+    /// an observer one generation behind needs only this one.
+    pub last_waiter: u32,
 }
 
 impl DeviceState {
@@ -230,6 +237,10 @@ pub struct Timeline {
     /// Last bio each task queued, for finding a split's parent.
     last_queued: FxHashMap<u32, u64>,
     anomalies: Anomalies,
+    /// Emptied bio lists of finished requests, reused by new ones, and the list of bios a
+    /// completion finishes: a request's life should not cost two allocations.
+    spare_bio_lists: Vec<Vec<u64>>,
+    finished_bios: Vec<u64>,
 }
 
 impl Timeline {
@@ -241,6 +252,8 @@ impl Timeline {
             bio_based: bio_based.into_iter().collect(),
             last_queued: FxHashMap::default(),
             anomalies: Anomalies::default(),
+            spare_bio_lists: Vec::new(),
+            finished_bios: Vec::new(),
         }
     }
 
@@ -297,12 +310,18 @@ impl Timeline {
     }
 
     fn add_pending(&mut self, dev: Dev, pid: Option<u32>) {
-        let d = self.device(dev);
+        Self::add_pending_in(&mut self.devices, dev, pid);
+    }
+
+    fn add_pending_in(devices: &mut DevMap<DeviceState>, dev: Dev, pid: Option<u32>) {
+        let d = devices.entry_or_default(dev);
         d.pending += 1;
         if let Some(pid) = pid {
             let n = d.pending_by_pid.entry(pid).or_insert(0);
             if *n == 0 {
                 d.waiters_generation += 1;
+                d.last_waiter = pid;
+                d.waiting_pids.push(pid);
             }
             *n += 1;
         }
@@ -317,6 +336,9 @@ impl Timeline {
             *n -= 1;
             if *n == 0 {
                 d.pending_by_pid.remove(&pid);
+                if let Some(at) = d.waiting_pids.iter().position(|p| *p == pid) {
+                    d.waiting_pids.swap_remove(at);
+                }
             }
         }
     }
@@ -326,7 +348,7 @@ impl Timeline {
         let Some(b) = self.bios.get_mut(&bio) else {
             return;
         };
-        if b.pending || self.bio_based.contains(&b.dev) {
+        if b.pending || (!self.bio_based.is_empty() && self.bio_based.contains(&b.dev)) {
             return;
         }
         b.pending = true;
@@ -364,35 +386,56 @@ impl Timeline {
         }
     }
 
-    /// Drops a bio whose id is being reused: its completion was never seen.
-    fn drop_stale_bio(&mut self, bio: u64) {
-        if self.bios.contains_key(&bio) {
-            self.unmark_pending(bio);
-            self.bios.remove(&bio);
+    /// Starts a new bio's life, pending unless its device is bio-based, in one hash map
+    /// operation. A bio already under this id is dropped first: the id is being reused, so
+    /// its completion was never seen.
+    fn insert_bio(&mut self, id: u64, mut b: BioState) {
+        let pends = !self.is_bio_based(b.dev);
+        b.pending = pends;
+        let (dev, pid) = (b.dev, b.submitter.map(|s| s.pid));
+        if let Some(old) = self.bios.insert(id, b) {
+            if old.pending {
+                self.remove_pending(old.dev, old.submitter.map(|s| s.pid));
+            }
             self.anomalies.reused_before_completion += 1;
         }
+        if pends {
+            self.add_pending(dev, pid);
+        }
+    }
+
+    fn is_bio_based(&self, dev: Dev) -> bool {
+        // Most traces have none: skip hashing the device for each bio.
+        !self.bio_based.is_empty() && self.bio_based.contains(&dev)
     }
 
     /// The bio `ev` names, created (as first seen mid-life) if unknown.
     fn bio_seen(&mut self, ev: &Event) -> &mut BioState {
-        if !self.bios.contains_key(&ev.bio) {
-            self.anomalies.bios_without_queue += 1;
-            self.bios.insert(ev.bio, Self::new_bio(ev, None));
-            self.mark_pending(ev.bio);
+        use std::collections::hash_map::Entry;
+        let pends = !self.is_bio_based(ev.dev);
+        match self.bios.entry(ev.bio) {
+            Entry::Occupied(o) => o.into_mut(),
+            Entry::Vacant(v) => {
+                self.anomalies.bios_without_queue += 1;
+                let b = v.insert(Self::new_bio(ev, None));
+                // As `mark_pending` (not callable while `b` is borrowed); no submitter known.
+                if pends {
+                    b.pending = true;
+                    Self::add_pending_in(&mut self.devices, ev.dev, None);
+                }
+                b
+            }
         }
-        self.bios.get_mut(&ev.bio).expect("inserted above")
     }
 
     fn on_queue(&mut self, ev: &Event, sink: &mut impl LifeSink) {
         if ev.bio == 0 {
             return;
         }
-        self.drop_stale_bio(ev.bio);
         let mut b = Self::new_bio(ev, Some(Submitter::of(ev)));
         b.q = Some(ev.ts_ns);
-        self.bios.insert(ev.bio, b);
+        self.insert_bio(ev.bio, b);
         self.last_queued.insert(ev.pid, ev.bio);
-        self.mark_pending(ev.bio);
         let state = self.devices.entry_or_default(ev.dev);
         sink.queued(ev, state);
         self.report_state(ev.dev, ev.ts_ns, sink);
@@ -421,9 +464,7 @@ impl Timeline {
             }
             None => self.anomalies.splits_without_parent += 1,
         }
-        self.drop_stale_bio(ev.bio);
-        self.bios.insert(ev.bio, child);
-        self.mark_pending(ev.bio);
+        self.insert_bio(ev.bio, child);
         self.report_state(ev.dev, ev.ts_ns, sink);
     }
 
@@ -459,19 +500,9 @@ impl Timeline {
     /// Starts a new life for `ev.rq` if it has none, or if its old one is issued (then its
     /// completion was lost).
     fn request_seen(&mut self, ev: &Event, fresh_unless: fn(&RqState) -> bool) -> &mut RqState {
-        let stale = self.rqs.get(&ev.rq).is_some_and(|r| !fresh_unless(r));
-        if stale {
-            let old = self.rqs.remove(&ev.rq).expect("checked above");
-            self.anomalies.reused_before_completion += 1;
-            if old.in_driver {
-                let d = self.device(old.dev);
-                d.in_driver = d.in_driver.saturating_sub(1);
-            }
-            if old.pending {
-                self.remove_pending(old.dev, None);
-            }
-        }
-        self.rqs.entry(ev.rq).or_insert_with(|| RqState {
+        use std::collections::hash_map::Entry;
+        let spare = &mut self.spare_bio_lists;
+        let mut fresh = || RqState {
             dev: ev.dev,
             op: ev.op,
             flags: ev.flags,
@@ -483,10 +514,31 @@ impl Timeline {
             in_driver: false,
             pending: false,
             requeues: 0,
-            bios: Vec::new(),
+            bios: spare.pop().unwrap_or_default(),
             submitter: None,
             error: 0,
-        })
+        };
+        // One hash map operation; the stale life is replaced in place (only fields other
+        // than `rqs` are touched meanwhile).
+        match self.rqs.entry(ev.rq) {
+            Entry::Vacant(v) => v.insert(fresh()),
+            Entry::Occupied(o) => {
+                let r = o.into_mut();
+                if !fresh_unless(r) {
+                    let old = std::mem::replace(r, fresh());
+                    self.anomalies.reused_before_completion += 1;
+                    let d = self.devices.entry_or_default(old.dev);
+                    if old.in_driver {
+                        d.in_driver = d.in_driver.saturating_sub(1);
+                    }
+                    if old.pending {
+                        // `remove_pending` without a pid.
+                        d.pending = d.pending.saturating_sub(1);
+                    }
+                }
+                r
+            }
+        }
     }
 
     fn on_insert(&mut self, ev: &Event, sink: &mut impl LifeSink) {
@@ -610,7 +662,8 @@ impl Timeline {
         // request ends when nothing remains.
         let done = ev.aux >= u64::from(ev.bytes);
         let mut budget = ev.aux;
-        let mut finished_bios = Vec::new();
+        let mut finished_bios = std::mem::take(&mut self.finished_bios);
+        finished_bios.clear();
         let mut keep = 0;
         for (n, bio) in r.bios.iter().enumerate() {
             if done {
@@ -636,12 +689,13 @@ impl Timeline {
             r.bios.drain(..keep);
         }
         let error = r.error;
-        for bio in finished_bios {
+        for &bio in &finished_bios {
             self.unmark_pending(bio);
             if let Some(b) = self.bios.remove(&bio) {
                 sink.bio_done(&Self::bio_life(&b, ev.ts_ns, error));
             }
         }
+        self.finished_bios = finished_bios;
         if done {
             let r = self.rqs.remove(&ev.rq).expect("found above");
             if r.in_driver {
@@ -668,6 +722,16 @@ impl Timeline {
                 error: r.error,
             });
             self.report_state(r.dev, ev.ts_ns, sink);
+            self.recycle(r.bios);
+        }
+    }
+
+    /// Keeps a finished request's bio list for a new request (a few are enough: requests in
+    /// flight at once come and go together).
+    fn recycle(&mut self, mut bios: Vec<u64>) {
+        if self.spare_bio_lists.len() < 64 && bios.capacity() > 0 {
+            bios.clear();
+            self.spare_bio_lists.push(bios);
         }
     }
 

@@ -123,12 +123,27 @@ impl IdleTracker {
         }
     }
 
+    #[inline]
     fn add_waiters(&mut self, now: &DeviceState) {
-        if !self.waiters.is_empty() && self.waiters_seen == now.waiters_generation {
-            return;
+        if !self.waiters.is_empty() {
+            if self.waiters_seen == now.waiters_generation {
+                return;
+            }
+            // One pid joined since the last look (the usual case): no need to scan them all.
+            if self.waiters_seen + 1 == now.waiters_generation {
+                self.waiters_seen = now.waiters_generation;
+                if !self.waiters.contains(&now.last_waiter) {
+                    self.waiters.push(now.last_waiter);
+                }
+                return;
+            }
         }
         self.waiters_seen = now.waiters_generation;
-        for pid in now.pending_by_pid.keys() {
+        if self.waiters.is_empty() {
+            self.waiters.extend_from_slice(&now.waiting_pids);
+            return;
+        }
+        for pid in &now.waiting_pids {
             if !self.waiters.contains(pid) {
                 self.waiters.push(*pid);
             }

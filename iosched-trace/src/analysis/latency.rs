@@ -63,26 +63,43 @@ impl Stage {
     /// none, as in btt.
     pub fn samples_of(bio: &BioLife) -> impl Iterator<Item = (Stage, u64)> {
         let mut out: [Option<(Stage, u64)>; 8] = [None; 8];
-        if bio.bytes > 0 {
-            let span = |a: Option<u64>, b: Option<u64>| match (a, b) {
-                (Some(a), Some(b)) if b >= a => Some(b - a),
-                _ => None,
-            };
-            let c = Some(bio.c);
-            let m = bio.m.map(|(t, _)| t);
-            out[0] = span(bio.q, bio.g).map(|v| (Stage::Q2G, v));
-            out[1] = span(bio.g, bio.i).map(|v| (Stage::G2I, v));
-            out[2] = span(bio.q, m).map(|v| (Stage::Q2M, v));
-            out[3] = if bio.i.is_some() {
-                span(bio.i, bio.d).map(|v| (Stage::I2D, v))
-            } else {
-                span(m, bio.d).map(|v| (Stage::M2D, v))
-            };
-            out[4] = span(bio.d, c).map(|v| (Stage::D2C, v));
-            out[5] = span(bio.q, c).map(|v| (Stage::Q2C, v));
-            out[6] = span(bio.q, bio.d).map(|v| (Stage::Q2D, v));
-        }
+        let mut n = 0;
+        Self::for_each_sample(bio, |stage, ns| {
+            out[n] = Some((stage, ns));
+            n += 1;
+        });
         out.into_iter().flatten()
+    }
+
+    /// [`samples_of`](Self::samples_of) as calls of `f`, in the same order: the per-bio path
+    /// of the report, which should not build and scan an array of options for each bio.
+    #[inline]
+    pub fn for_each_sample(bio: &BioLife, mut f: impl FnMut(Stage, u64)) {
+        if bio.bytes == 0 {
+            return;
+        }
+        let span = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) if b >= a => Some(b - a),
+            _ => None,
+        };
+        let c = Some(bio.c);
+        let m = bio.m.map(|(t, _)| t);
+        let mut put = |stage, v: Option<u64>| {
+            if let Some(v) = v {
+                f(stage, v);
+            }
+        };
+        put(Stage::Q2G, span(bio.q, bio.g));
+        put(Stage::G2I, span(bio.g, bio.i));
+        put(Stage::Q2M, span(bio.q, m));
+        if bio.i.is_some() {
+            put(Stage::I2D, span(bio.i, bio.d));
+        } else {
+            put(Stage::M2D, span(m, bio.d));
+        }
+        put(Stage::D2C, span(bio.d, c));
+        put(Stage::Q2C, span(bio.q, c));
+        put(Stage::Q2D, span(bio.q, bio.d));
     }
 }
 
@@ -107,6 +124,7 @@ impl std::fmt::Debug for Latency {
 }
 
 impl Latency {
+    #[inline]
     pub fn record(&mut self, ns: u64) {
         self.count += 1;
         self.sum += u128::from(ns);
@@ -194,9 +212,7 @@ impl Stages {
     }
 
     pub fn record_bio(&mut self, bio: &BioLife) {
-        for (stage, ns) in Stage::samples_of(bio) {
-            self.record(stage, ns);
-        }
+        Stage::for_each_sample(bio, |stage, ns| self.record(stage, ns));
     }
 
     /// The stage's distribution, if it has samples.

@@ -284,6 +284,7 @@ impl Aggregator {
         }
     }
 
+    #[inline]
     fn selected(&self, s: &Submitter) -> bool {
         let o = &self.opts;
         (o.pids.is_empty() || o.pids.contains(&s.pid) || o.pids.contains(&s.tgid))

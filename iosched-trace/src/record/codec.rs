@@ -125,30 +125,39 @@ pub fn encode_event(ev: &Event, out: &mut Vec<u8>) {
 /// Decodes the first [`EVENT_RECORD_SIZE`] bytes of `rec` (longer records come from newer
 /// minor versions: their extra bytes are ignored). `Err(code)` for a kind this build does not
 /// know.
+#[inline]
 pub fn decode_event(rec: &[u8]) -> Result<Event, u16> {
-    let code = u16_at(rec, 76);
+    // One length check up front: every field below then reads at a constant offset of a
+    // fixed-size array, with no bounds check of its own (this runs for every event read).
+    let rec: &[u8; EVENT_RECORD_SIZE as usize] = rec
+        .first_chunk()
+        .expect("a record is at least EVENT_RECORD_SIZE bytes");
+    let u16_at = |at: usize| u16::from_le_bytes([rec[at], rec[at + 1]]);
+    let u32_at = |at: usize| u32::from_le_bytes([rec[at], rec[at + 1], rec[at + 2], rec[at + 3]]);
+    let u64_at = |at: usize| u64::from_le_bytes(rec[at..at + 8].try_into().expect("8 bytes"));
+    let code = u16_at(76);
     let kind = EventKind::from_code(code).ok_or(code)?;
     let mut comm = Comm::default();
     comm.0.copy_from_slice(&rec[84..100]);
     Ok(Event {
-        ts_ns: u64_at(rec, 0),
-        sector: u64_at(rec, 8),
-        rq: u64_at(rec, 16),
-        bio: u64_at(rec, 24),
-        cgroup_id: u64_at(rec, 32),
-        aux: u64_at(rec, 40),
-        pid: u32_at(rec, 48),
-        tgid: u32_at(rec, 52),
+        ts_ns: u64_at(0),
+        sector: u64_at(8),
+        rq: u64_at(16),
+        bio: u64_at(24),
+        cgroup_id: u64_at(32),
+        aux: u64_at(40),
+        pid: u32_at(48),
+        tgid: u32_at(52),
         dev: Dev {
-            major: u32_at(rec, 56),
-            minor: u32_at(rec, 60),
+            major: u32_at(56),
+            minor: u32_at(60),
         },
-        bytes: u32_at(rec, 64),
-        flags: ReqFlags(u32_at(rec, 68)),
-        error: u32_at(rec, 72) as i32,
+        bytes: u32_at(64),
+        flags: ReqFlags(u32_at(68)),
+        error: u32_at(72) as i32,
         kind,
-        cpu: u16_at(rec, 78),
-        ioprio: u16_at(rec, 80),
+        cpu: u16_at(78),
+        ioprio: u16_at(80),
         op: Op::from_code(rec[82]),
         comm,
     })

@@ -23,8 +23,8 @@ pub use codec::{
     CHUNK_HEADER_LEN, CHUNK_MAGIC, EVENT_RECORD_SIZE, EVENTS_PREFIX_LEN, FILE_HEADER_LEN,
     FILE_MAGIC, FORMAT_MAJOR, FORMAT_MINOR, MAX_CHUNK_PAYLOAD, chunk_type,
 };
-pub use order::TimeOrdered;
-pub use reader::RecordingReader;
+pub use order::{ChunkOrdered, TimeOrdered, Timed};
+pub use reader::{EventRef, RecordingReader};
 pub use writer::{DEFAULT_CHUNK_EVENTS, RecordingWriter};
 
 /// Everything known at the start of a recording. Stored as JSON in the HEADER chunk; readers

@@ -26,8 +26,10 @@ pub struct RecordingReader<R: Read> {
     header: Header,
     version: (u16, u16),
     /// Payload of the current EVENTS chunk and the offset of its next record.
-    chunk: Vec<u8>,
+    chunk: Payload,
     chunk_pos: usize,
+    /// File offset of `chunk[0]`.
+    chunk_offset: u64,
     record_size: usize,
     processes: BTreeMap<u32, ProcessInfo>,
     notes: Vec<crate::event::Note>,
@@ -43,6 +45,20 @@ pub struct RecordingReader<R: Read> {
     finished: bool,
 }
 
+/// An event of a mapped recording not decoded yet: its timestamp and its record's offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventRef {
+    pub ts_ns: u64,
+    offset: u64,
+}
+
+impl super::order::Timed for EventRef {
+    #[inline]
+    fn ts_ns(&self) -> u64 {
+        self.ts_ns
+    }
+}
+
 impl RecordingReader<BufReader<File>> {
     /// Opens and checks a recording; errors name `path`.
     pub fn open(path: &Path) -> Result<Self, FormatError> {
@@ -51,14 +67,23 @@ impl RecordingReader<BufReader<File>> {
             cause: Box::new(e),
         };
         let file = File::open(path).map_err(|e| wrap(e.into()))?;
-        Self::new(BufReader::new(file)).map_err(wrap)
+        // A regular file is mapped rather than read: copying every byte out of the page
+        // cache was the largest single cost of `report` on a long trace. Anything that
+        // cannot be mapped (a pipe, an empty file, a refusing filesystem) is read.
+        let map = Mapping::new(&file);
+        let mut src = Source::new(BufReader::new(file));
+        src.map = map;
+        Self::from_source(src).map_err(wrap)
     }
 }
 
 impl<R: Read> RecordingReader<R> {
     /// Reads and checks the file header and the HEADER chunk.
     pub fn new(r: R) -> Result<Self, FormatError> {
-        let mut src = Source::new(r);
+        Self::from_source(Source::new(r))
+    }
+
+    fn from_source(mut src: Source<R>) -> Result<Self, FormatError> {
         src.fill_to(FILE_HEADER_LEN)?;
         let head = src.bytes();
         if head.is_empty() {
@@ -88,8 +113,9 @@ impl<R: Read> RecordingReader<R> {
             src,
             header,
             version: (major, minor),
-            chunk: Vec::new(),
+            chunk: Payload::default(),
             chunk_pos: 0,
+            chunk_offset: 0,
             record_size: EVENT_RECORD_SIZE as usize,
             processes: BTreeMap::new(),
             notes: Vec::new(),
@@ -118,8 +144,9 @@ impl<R: Read> RecordingReader<R> {
     /// a warning); `Some(Err)` is an I/O error, after which the reader ends.
     pub fn next_event(&mut self) -> Option<Result<Event, FormatError>> {
         loop {
-            while self.chunk_pos + self.record_size <= self.chunk.len() {
-                let rec = &self.chunk[self.chunk_pos..self.chunk_pos + self.record_size];
+            let chunk = self.chunk.bytes(self.src.map.as_ref());
+            while self.chunk_pos + self.record_size <= chunk.len() {
+                let rec = &chunk[self.chunk_pos..self.chunk_pos + self.record_size];
                 self.chunk_pos += self.record_size;
                 match codec::decode_event(rec) {
                     Ok(ev) => {
@@ -140,11 +167,153 @@ impl<R: Read> RecordingReader<R> {
                 }
                 Err(e) => {
                     self.finished = true;
-                    self.chunk.clear();
+                    self.chunk = Payload::default();
                     return Some(Err(e.into()));
                 }
             }
         }
+    }
+
+    /// Appends the events of the next EVENTS chunk (or what is left of the current one) to
+    /// `out`, in arrival order, and returns how many: the fast path for whole-trace readers,
+    /// one call per chunk instead of one per event. Same stream, counts and warnings as
+    /// [`next_event`](Self::next_event); `None` at the end, `Some(Err)` as there.
+    pub fn next_events(&mut self, out: &mut Vec<Event>) -> Option<Result<usize, FormatError>> {
+        loop {
+            let n = self.decode_rest(out);
+            if n > 0 {
+                return Some(Ok(n));
+            }
+            if self.finished {
+                return None;
+            }
+            match self.read_chunk() {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.finish();
+                    return None;
+                }
+                Err(e) => {
+                    self.finished = true;
+                    self.chunk = Payload::default();
+                    return Some(Err(e.into()));
+                }
+            }
+        }
+    }
+
+    /// Whether the file is mapped (then [`next_event_refs`](Self::next_event_refs) works).
+    pub fn is_mapped(&self) -> bool {
+        self.src.map.is_some()
+    }
+
+    /// As [`next_events`](Self::next_events), but gives each event's timestamp and place in
+    /// the file instead of the event (mapped files only; [`event_at`](Self::event_at) decodes
+    /// it). Reordering then holds 16 bytes per event instead of a whole event.
+    pub fn next_event_refs(
+        &mut self,
+        out: &mut Vec<EventRef>,
+    ) -> Option<Result<usize, FormatError>> {
+        debug_assert!(self.is_mapped());
+        loop {
+            let n = self.scan_rest(out);
+            if n > 0 {
+                return Some(Ok(n));
+            }
+            if self.finished {
+                return None;
+            }
+            match self.read_chunk() {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.finish();
+                    return None;
+                }
+                Err(e) => {
+                    self.finished = true;
+                    self.chunk = Payload::default();
+                    return Some(Err(e.into()));
+                }
+            }
+        }
+    }
+
+    /// The event `at` names; `None` if the file no longer holds it (it was overwritten in
+    /// place while being read).
+    pub fn event_at(&self, at: EventRef) -> Option<Event> {
+        let map = self.src.map.as_ref()?;
+        let rec = map.bytes().get(at.offset as usize..)?;
+        if rec.len() < EVENT_RECORD_SIZE as usize {
+            return None;
+        }
+        codec::decode_event(rec).ok()
+    }
+
+    /// Hints that the event `at` will be decoded soon. Decoding reads the file a whole
+    /// reordering window after the chunk was checked, so its records have left the cache,
+    /// and the hardware's prefetcher stops at every page.
+    #[inline]
+    pub fn prefetch(&self, at: EventRef) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(map) = &self.src.map {
+            let start = (at.offset as usize).min(map.len);
+            let end = (start + EVENT_RECORD_SIZE as usize - 1).min(map.len.saturating_sub(1));
+            let base = map.ptr.cast::<i8>();
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            // SAFETY: a prefetch is only a hint: it never faults nor changes memory, and both
+            // addresses are inside the mapping anyway.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(base.add(start));
+                _mm_prefetch::<_MM_HINT_T0>(base.add(end));
+            }
+        }
+    }
+
+    /// [`decode_rest`](Self::decode_rest) as references.
+    fn scan_rest(&mut self, out: &mut Vec<EventRef>) -> usize {
+        let size = self.record_size;
+        let chunk = self.chunk.bytes(self.src.map.as_ref());
+        let records = chunk.get(self.chunk_pos..).unwrap_or_default();
+        let whole = records.len() / size * size;
+        out.reserve(whole / size);
+        let before = out.len();
+        let mut offset = self.chunk_offset + self.chunk_pos as u64;
+        for rec in records[..whole].chunks_exact(size) {
+            let code = codec::u16_at(rec, 76);
+            if crate::event::EventKind::from_code(code).is_some() {
+                out.push(EventRef {
+                    ts_ns: codec::u64_at(rec, 0),
+                    offset,
+                });
+            } else {
+                *self.unknown_kinds.entry(code).or_default() += 1;
+            }
+            offset += size as u64;
+        }
+        self.chunk_pos += whole;
+        let n = out.len() - before;
+        self.events_read += n as u64;
+        n
+    }
+
+    /// Decodes the rest of the current chunk into `out`; how many events it gave.
+    fn decode_rest(&mut self, out: &mut Vec<Event>) -> usize {
+        let size = self.record_size;
+        let chunk = self.chunk.bytes(self.src.map.as_ref());
+        let records = chunk.get(self.chunk_pos..).unwrap_or_default();
+        let whole = records.len() / size * size;
+        out.reserve(whole / size);
+        let before = out.len();
+        for rec in records[..whole].chunks_exact(size) {
+            match codec::decode_event(rec) {
+                Ok(ev) => out.push(ev),
+                Err(code) => *self.unknown_kinds.entry(code).or_default() += 1,
+            }
+        }
+        self.chunk_pos += whole;
+        let n = out.len() - before;
+        self.events_read += n as u64;
+        n
     }
 
     /// Process entries seen so far (all of them once [`next_event`](Self::next_event) returned
@@ -203,7 +372,9 @@ impl<R: Read> RecordingReader<R> {
         match chunk.typ {
             chunk_type::EVENTS => self.take_events(chunk),
             chunk_type::PROCESSES => {
-                match serde_json::from_slice::<Vec<ProcessInfo>>(&chunk.payload) {
+                match serde_json::from_slice::<Vec<ProcessInfo>>(
+                    chunk.payload.bytes(self.src.map.as_ref()),
+                ) {
                     Ok(list) => {
                         for p in list {
                             self.processes.insert(p.pid, p);
@@ -216,7 +387,9 @@ impl<R: Read> RecordingReader<R> {
                 }
             }
             chunk_type::NOTES => {
-                match serde_json::from_slice::<Vec<crate::event::Note>>(&chunk.payload) {
+                match serde_json::from_slice::<Vec<crate::event::Note>>(
+                    chunk.payload.bytes(self.src.map.as_ref()),
+                ) {
                     Ok(list) => self.notes.extend(list),
                     Err(e) => self.warnings.push(format!(
                         "notes chunk at offset {} is not readable ({e}): skipped",
@@ -224,20 +397,24 @@ impl<R: Read> RecordingReader<R> {
                     )),
                 }
             }
-            chunk_type::STATS => match serde_json::from_slice::<Stats>(&chunk.payload) {
-                Ok(stats) => self.stats = Some(stats),
-                Err(e) => self.warnings.push(format!(
-                    "statistics chunk at offset {} is not readable ({e}): skipped",
-                    chunk.offset
-                )),
-            },
-            chunk_type::FOOTER => match serde_json::from_slice::<Footer>(&chunk.payload) {
-                Ok(footer) => self.footer = Some(footer),
-                Err(e) => self.warnings.push(format!(
-                    "footer at offset {} is not readable ({e}): skipped",
-                    chunk.offset
-                )),
-            },
+            chunk_type::STATS => {
+                match serde_json::from_slice::<Stats>(chunk.payload.bytes(self.src.map.as_ref())) {
+                    Ok(stats) => self.stats = Some(stats),
+                    Err(e) => self.warnings.push(format!(
+                        "statistics chunk at offset {} is not readable ({e}): skipped",
+                        chunk.offset
+                    )),
+                }
+            }
+            chunk_type::FOOTER => {
+                match serde_json::from_slice::<Footer>(chunk.payload.bytes(self.src.map.as_ref())) {
+                    Ok(footer) => self.footer = Some(footer),
+                    Err(e) => self.warnings.push(format!(
+                        "footer at offset {} is not readable ({e}): skipped",
+                        chunk.offset
+                    )),
+                }
+            }
             chunk_type::HEADER => self.warnings.push(format!(
                 "second header chunk at offset {} ignored",
                 chunk.offset
@@ -249,7 +426,7 @@ impl<R: Read> RecordingReader<R> {
     }
 
     fn take_events(&mut self, chunk: Chunk) {
-        let p = &chunk.payload;
+        let p = chunk.payload.bytes(self.src.map.as_ref());
         let consistent = p.len() >= EVENTS_PREFIX_LEN && {
             let count = u64::from(codec::u32_at(p, 8));
             let size = u64::from(codec::u32_at(p, 12));
@@ -281,6 +458,7 @@ impl<R: Read> RecordingReader<R> {
         self.next_index = first + count;
         self.chunk = chunk.payload;
         self.chunk_pos = EVENTS_PREFIX_LEN;
+        self.chunk_offset = chunk.offset + CHUNK_HEADER_LEN as u64;
     }
 
     fn finish(&mut self) {
@@ -386,7 +564,31 @@ struct Chunk {
     typ: u32,
     /// File offset of its chunk header.
     offset: u64,
-    payload: Vec<u8>,
+    payload: Payload,
+}
+
+/// A chunk's payload: copied out of the read buffer, or where it is in a mapped file (no
+/// copy: the mapping stays).
+#[derive(Clone, Debug)]
+enum Payload {
+    Owned(Vec<u8>),
+    Mapped { start: usize, len: usize },
+}
+
+impl Default for Payload {
+    fn default() -> Self {
+        Payload::Owned(Vec::new())
+    }
+}
+
+impl Payload {
+    fn bytes<'a>(&'a self, map: Option<&'a Mapping>) -> &'a [u8] {
+        match (self, map) {
+            (Payload::Owned(v), _) => v,
+            (Payload::Mapped { start, len }, Some(map)) => &map.bytes()[*start..][..*len],
+            (Payload::Mapped { .. }, None) => unreachable!("mapped payloads come from a mapping"),
+        }
+    }
 }
 
 /// Why bytes were skipped.
@@ -451,9 +653,11 @@ struct Next {
 
 const READ_SIZE: usize = 64 << 10;
 
-/// A read buffer over `R` that knows file offsets, holding at most one chunk plus one read.
+/// A read buffer over `R` that knows file offsets, holding at most one chunk plus one read;
+/// or, for a mapped file, the mapping (then `R` is not used).
 struct Source<R> {
     r: R,
+    map: Option<Mapping>,
     buf: Vec<u8>,
     pos: usize,
     /// File offset of `buf[pos]`.
@@ -465,6 +669,7 @@ impl<R: Read> Source<R> {
     fn new(r: R) -> Self {
         Source {
             r,
+            map: None,
             buf: Vec::new(),
             pos: 0,
             offset: 0,
@@ -473,17 +678,26 @@ impl<R: Read> Source<R> {
     }
 
     fn avail(&self) -> usize {
-        self.buf.len() - self.pos
+        self.bytes().len()
     }
 
     fn bytes(&self) -> &[u8] {
-        &self.buf[self.pos..]
+        match &self.map {
+            Some(map) => &map.bytes()[self.pos..],
+            None => &self.buf[self.pos..],
+        }
     }
 
     fn consume(&mut self, n: usize) {
         debug_assert!(n <= self.avail());
         self.pos += n;
         self.offset += n as u64;
+        if let Some(map) = &mut self.map {
+            // Events of the last stretch may still be waiting in the reordering window as
+            // references into the mapping: keep it mapped. (Dropped pages would read back
+            // from the file anyway; keeping them only saves page faults.)
+            map.done_before(self.pos.saturating_sub(KEEP_MAPPED));
+        }
     }
 
     /// Makes at least `n` bytes available; `false` if the input ends first (then all the
@@ -491,6 +705,9 @@ impl<R: Read> Source<R> {
     fn fill_to(&mut self, n: usize) -> io::Result<bool> {
         if self.avail() >= n {
             return Ok(true);
+        }
+        if self.map.is_some() {
+            return Ok(false);
         }
         if self.eof {
             return Ok(false);
@@ -553,7 +770,13 @@ impl<R: Read> Source<R> {
             };
             let Some(problem) = problem else {
                 let offset = self.offset;
-                let payload = self.bytes()[CHUNK_HEADER_LEN..][..len].to_vec();
+                let payload = match &self.map {
+                    Some(_) => Payload::Mapped {
+                        start: self.pos + CHUNK_HEADER_LEN,
+                        len,
+                    },
+                    None => Payload::Owned(self.bytes()[CHUNK_HEADER_LEN..][..len].to_vec()),
+                };
                 self.consume(CHUNK_HEADER_LEN + len);
                 let skipped = bad.map(|(start, problem)| Skipped {
                     start,
@@ -597,3 +820,93 @@ impl<R: Read> Source<R> {
         }
     }
 }
+
+/// A whole regular file mapped read-only. Pages already read are dropped from the mapping as
+/// the reader moves on, so memory stays bounded however long the file (mapped file pages
+/// count in a process's resident set).
+///
+/// The file must not shrink while mapped (reading a page past its new end would fault):
+/// recordings are only ever appended to. What is appended after the mapping is made is not
+/// seen, as if the file had been read at that moment.
+struct Mapping {
+    ptr: *mut libc::c_void,
+    len: usize,
+    /// Bytes before this offset have been dropped from the mapping.
+    dropped: usize,
+}
+
+/// Consumed bytes are dropped from the mapping this many at a time.
+const DROP_STEP: usize = 16 << 20;
+/// Consumed bytes kept mapped: more than a full reordering window of records
+/// (`TimeOrdered::DEFAULT_MAX_HELD` records of 104 bytes is 27 MiB).
+const KEEP_MAPPED: usize = 48 << 20;
+
+impl Mapping {
+    fn new(file: &File) -> Option<Mapping> {
+        use std::os::fd::AsRawFd;
+        let meta = file.metadata().ok()?;
+        let len = usize::try_from(meta.len()).ok()?;
+        if !meta.is_file() || len == 0 {
+            return None;
+        }
+        // SAFETY: a fresh read-only private mapping of a file we hold open; the kernel picks
+        // the address. The pointer is only read through `bytes`, within `len`.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return None;
+        }
+        // Read ahead aggressively: the file is read once, front to back. Advice only.
+        // SAFETY: the range is the mapping just made.
+        unsafe { libc::madvise(ptr, len, libc::MADV_SEQUENTIAL) };
+        Some(Mapping {
+            ptr,
+            len,
+            dropped: 0,
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr..ptr+len` is mapped readable for the life of `self`; pages dropped by
+        // `done_before` read back from the file when touched again.
+        unsafe { std::slice::from_raw_parts(self.ptr.cast::<u8>(), self.len) }
+    }
+
+    /// The reader has moved past `offset`: drop the whole pages before it (in steps).
+    fn done_before(&mut self, offset: usize) {
+        if offset < self.dropped + DROP_STEP {
+            return;
+        }
+        let end = offset & !(DROP_STEP - 1);
+        // SAFETY: a page-aligned range inside the mapping; MADV_DONTNEED on a private
+        // read-only file mapping only unmaps pages (they come back from the file if read).
+        unsafe {
+            libc::madvise(
+                self.ptr.cast::<u8>().add(self.dropped).cast(),
+                end - self.dropped,
+                libc::MADV_DONTNEED,
+            )
+        };
+        self.dropped = end;
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `new` mapped, once.
+        unsafe { libc::munmap(self.ptr, self.len) };
+    }
+}
+
+// SAFETY: the mapping is read-only and owned; nothing about it is tied to a thread.
+unsafe impl Send for Mapping {}
+// SAFETY: shared access only reads.
+unsafe impl Sync for Mapping {}
