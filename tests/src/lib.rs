@@ -107,6 +107,9 @@ pub struct LoopDevice {
     pub path: PathBuf,
     /// `loopN`
     pub name: String,
+    /// Queue attributes changed, with their values before the first change: a detached loop
+    /// device keeps its queue settings for its next user, so they are put back on drop.
+    restore: std::cell::RefCell<Vec<(String, String)>>,
     _dir: ScratchDir,
 }
 
@@ -129,6 +132,7 @@ impl LoopDevice {
         let device = Self {
             path,
             name,
+            restore: Default::default(),
             _dir: dir,
         };
         device.set_queue("scheduler", scheduler)?;
@@ -142,6 +146,16 @@ impl LoopDevice {
     }
 
     pub fn set_queue(&self, attr: &str, value: &str) -> anyhow::Result<()> {
+        if !self.restore.borrow().iter().any(|(a, _)| a == attr) {
+            let old = if attr == "scheduler" {
+                self.scheduler()?
+            } else {
+                fs::read_to_string(self.queue_path(attr))?
+                    .trim()
+                    .to_string()
+            };
+            self.restore.borrow_mut().push((attr.to_string(), old));
+        }
         fs::write(self.queue_path(attr), value)
             .with_context(|| format!("setting {attr}={value} on {}", self.name))
     }
@@ -164,6 +178,9 @@ impl LoopDevice {
 
 impl Drop for LoopDevice {
     fn drop(&mut self) {
+        for (attr, old) in self.restore.borrow().iter().rev() {
+            let _ = fs::write(self.queue_path(attr), old);
+        }
         let _ = Command::new("losetup").arg("-d").arg(&self.path).status();
     }
 }
