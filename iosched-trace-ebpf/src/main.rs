@@ -90,25 +90,6 @@ const MAX_STAGED_NS: u64 = 10_000_000;
 #[map(name = "DEVCACHE")]
 static DEVCACHE: LruHashMap<u64, u64> = LruHashMap::with_max_entries(4096, 0);
 
-/// The last device resolved on each CPU: consecutive events mostly concern one device, and a
-/// hit here costs two loads instead of a hash-map lookup. See [`traced_dev`].
-#[map(name = "DEVLAST")]
-static DEVLAST: PerCpuArray<DevLast> = PerCpuArray::with_max_entries(1, 0);
-
-/// Written `key = 0, val, check = k, key = k`, so an interrupted write leaves `key == 0` (a
-/// miss) and a reader accepts `val` only if `key` and `check` both equal its key. A wrong
-/// pair needs two programs interrupting the reader between two loads, one of them for
-/// another device: far less likely than any other way an event can go missing. (The key is
-/// a pointer to the verifier, so it cannot be hashed into `val` instead.)
-#[repr(C)]
-struct DevLast {
-    /// The DEVCACHE key; 0: none.
-    key: u64,
-    /// DEVCACHE's value for `key`.
-    val: u64,
-    check: u64,
-}
-
 /// The longest bio chain walked at issue (each step is verified separately, so this bounds
 /// the program's verification cost). Longer chains are counted in `stat::CHAIN_TRUNCATED`,
 /// never silently cut.
@@ -161,34 +142,12 @@ fn traced_dev(key: u64, disk_off: u32, errors: &mut u32) -> Option<u32> {
     if key == 0 {
         return None;
     }
-    let last = DEVLAST.get_ptr_mut(0);
-    if let Some(last) = last {
-        // SAFETY: per-CPU map value; see DevLast for how torn pairs are told apart.
-        let (k, v, c) = unsafe {
-            (
-                core::ptr::read_volatile(&(*last).key),
-                core::ptr::read_volatile(&(*last).val),
-                core::ptr::read_volatile(&(*last).check),
-            )
-        };
-        if k == key && c == key {
-            return (v >> 32 != 0).then_some(v as u32);
-        }
-    }
-    let remember = |cached: u64| {
-        if let Some(last) = last {
-            // SAFETY: per-CPU map value; the write order is DevLast's protocol.
-            unsafe {
-                core::ptr::write_volatile(&mut (*last).key, 0);
-                core::ptr::write_volatile(&mut (*last).val, cached);
-                core::ptr::write_volatile(&mut (*last).check, key);
-                core::ptr::write_volatile(&mut (*last).key, key);
-            }
-        }
-    };
+    // No per-CPU "last device" cache in front of this lookup: one was tried, and a completion
+    // interrupting a program midway through updating it could leave a key paired with
+    // another device's value, silently dropping that queue's events (seen: 1 C in 256 lost
+    // with sent == written). The hash lookup is safe under nesting.
     // SAFETY: the value is a plain u64 copied out immediately.
     if let Some(&cached) = unsafe { DEVCACHE.get(key) } {
-        remember(cached);
         return (cached >> 32 != 0).then_some(cached as u32);
     }
     let disk: u64 = read(key, disk_off, errors)?;
@@ -199,7 +158,6 @@ fn traced_dev(key: u64, disk_off: u32, errors: &mut u32) -> Option<u32> {
     let traced = config!(filter_devices) == 0 || unsafe { DEVICES.get(dev) }.is_some();
     let cached = (dev as u64) | ((traced as u64) << 32);
     let _ = DEVCACHE.insert(key, cached, 0);
-    remember(cached);
     traced.then_some(dev)
 }
 
