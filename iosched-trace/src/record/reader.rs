@@ -156,20 +156,31 @@ impl<R: Read> RecordingReader<R> {
                     Err(code) => *self.unknown_kinds.entry(code).or_default() += 1,
                 }
             }
-            if self.finished {
-                return None;
-            }
-            match self.read_chunk() {
+            match self.advance() {
                 Ok(true) => {}
-                Ok(false) => {
-                    self.finish();
-                    return None;
-                }
-                Err(e) => {
-                    self.finished = true;
-                    self.chunk = Payload::default();
-                    return Some(Err(e.into()));
-                }
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+
+    /// Moves to the next EVENTS chunk: `Ok(false)` at the end of the stream (then the reader
+    /// is finished), `Err` for a read error (which also ends it). Shared by the per-event,
+    /// per-chunk and per-reference paths.
+    fn advance(&mut self) -> Result<bool, FormatError> {
+        if self.finished {
+            return Ok(false);
+        }
+        match self.read_chunk() {
+            Ok(true) => Ok(true),
+            Ok(false) => {
+                self.finish();
+                Ok(false)
+            }
+            Err(e) => {
+                self.finished = true;
+                self.chunk = Payload::default();
+                Err(e.into())
             }
         }
     }
@@ -184,20 +195,10 @@ impl<R: Read> RecordingReader<R> {
             if n > 0 {
                 return Some(Ok(n));
             }
-            if self.finished {
-                return None;
-            }
-            match self.read_chunk() {
+            match self.advance() {
                 Ok(true) => {}
-                Ok(false) => {
-                    self.finish();
-                    return None;
-                }
-                Err(e) => {
-                    self.finished = true;
-                    self.chunk = Payload::default();
-                    return Some(Err(e.into()));
-                }
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
             }
         }
     }
@@ -220,20 +221,10 @@ impl<R: Read> RecordingReader<R> {
             if n > 0 {
                 return Some(Ok(n));
             }
-            if self.finished {
-                return None;
-            }
-            match self.read_chunk() {
+            match self.advance() {
                 Ok(true) => {}
-                Ok(false) => {
-                    self.finish();
-                    return None;
-                }
-                Err(e) => {
-                    self.finished = true;
-                    self.chunk = Payload::default();
-                    return Some(Err(e.into()));
-                }
+                Ok(false) => return None,
+                Err(e) => return Some(Err(e)),
             }
         }
     }
