@@ -427,6 +427,7 @@ impl Capture {
             lost_per_cpu,
             read_errors: get(stat::READ_ERRORS)?.iter().sum(),
             sent: get(stat::SENT)?.iter().sum(),
+            completions: Vec::new(),
         })
     }
 

@@ -48,6 +48,12 @@ pub struct DumpSummary {
     pub lost: Option<u64>,
     pub lost_per_cpu: Vec<u64>,
     pub read_errors: Option<u64>,
+    /// Per device: completions the kernel counted against those traced (recordings made by
+    /// 1.2 and later; see `record::CompletionCheck`).
+    pub completion_checks: Vec<crate::record::CompletionCheck>,
+    /// Completed requests the kernel counted that have no completion event, summed over
+    /// devices; `None` if the trace holds no check.
+    pub untraced_completions: Option<u64>,
     /// Events missing from the file itself (damaged or unwritten chunks).
     pub events_missing: u64,
     /// Events printed out of time order (they arrived later than the reordering window).
@@ -193,11 +199,24 @@ fn dump<W: Write>(
         summary.lost = Some(stats.lost());
         summary.lost_per_cpu = stats.lost_per_cpu.clone();
         summary.read_errors = Some(stats.read_errors);
+        summary.completion_checks = stats.completions.clone();
+        if !stats.completions.is_empty() {
+            summary.untraced_completions =
+                Some(stats.completions.iter().map(|c| c.untraced()).sum());
+        }
+        summary.warnings.extend(
+            stats
+                .completions
+                .iter()
+                .filter_map(|c| c.describe_untraced()),
+        );
     }
     summary.events_missing = source.events_missing();
     summary.closed_cleanly = source.footer().is_some();
     summary.ended_by = source.footer().map(|f| f.ended_by.clone());
-    summary.warnings = source.warnings();
+    // The reader's warnings first, then the checks' (added with the statistics above).
+    let checks = std::mem::replace(&mut summary.warnings, source.warnings());
+    summary.warnings.extend(checks);
     if let Some(e) = &read_error {
         summary.warnings.push(format!("reading stopped early: {e}"));
     }
@@ -516,6 +535,31 @@ fn text_summary(s: &mut String, sum: &DumpSummary, format: TraceFormat) {
     }
     if let Some(errors) = sum.read_errors {
         let _ = writeln!(s, "# kernel read errors: {errors}");
+    }
+    for c in &sum.completion_checks {
+        let (k, t) = (c.kernel(), c.traced);
+        let _ = writeln!(
+            s,
+            "# {}: completed requests by the kernel's count {} (r {} w {} d {}), traced {}{}",
+            c.device,
+            k.total(),
+            k.reads,
+            k.writes,
+            k.discards,
+            t.total(),
+            match (c.counters_disabled(), c.untraced()) {
+                (true, _) => ": the device's I/O statistics are off, no check".to_string(),
+                (false, 0) => String::new(),
+                (false, n) => format!(": {n} without a completion event"),
+            } + &if c.writes_compared() {
+                String::new()
+            } else {
+                format!(
+                    " (writes not compared: {} ended through the flush machinery)",
+                    c.traced.writes_through_flush
+                )
+            }
+        );
     }
     if sum.events_missing > 0 {
         let _ = writeln!(
@@ -865,7 +909,7 @@ mod tests {
 "#;
 
     const PROLOGUE: &str = r#"
-# iosched-trace recording, format 1.1, written by iosched-trace 0.1.0
+# iosched-trace recording, format 1.2, written by iosched-trace 0.1.0
 # host testhost, kernel 6.18.0-test, boot 00000000-1111-2222-3333-444444444444
 # started 2025-11-30 12:00:00.000000000 UTC (monotonic 1.000000000)
 # command: iosched-trace record -d sda
@@ -914,7 +958,9 @@ mod tests {
 #   wbt_timer                 1
 # lost events: 4 (cpu1 3, cpu3 1): the kernel dropped them (ring buffer full), the trace is incomplete
 # kernel read errors: 2
+# sda: completed requests by the kernel's count 5 (r 5 w 0 d 0), traced 4: 1 without a completion event
 # recording closed cleanly (ended by signal)
+# warning: sda: 1 completed request counted by the kernel has no completion event (kernel: 5 reads, 0 writes, 0 discards; traced: 4, 0, 0, give or take 1 in flight at the counter reads); the block_rq_complete tracepoint did not report it
 "#;
 
     #[test]
@@ -928,7 +974,9 @@ mod tests {
         assert_eq!(summary.events, 26);
         assert_eq!(summary.lost, Some(4));
         assert!(summary.closed_cleanly);
-        assert!(summary.warnings.is_empty());
+        // The only warning: the sample's completion check (5 counted, 4 traced).
+        assert_eq!(summary.untraced_completions, Some(1));
+        assert_eq!(summary.warnings.len(), 1, "{:?}", summary.warnings);
         assert_eq!(summary.out_of_order, 0);
     }
 

@@ -21,6 +21,7 @@ pub mod blktrace;
 pub mod btf;
 pub mod capture;
 pub mod cli;
+pub mod completions;
 pub mod devices;
 pub mod devmap;
 pub mod dump;

@@ -21,10 +21,11 @@ use crate::{
     btf::Btf,
     capture::{Capture, CaptureOptions, ProgramSet},
     cli::OutputFormat,
+    completions::CompletionTally,
     devices::Disk,
     event::Event,
     probe::KernelLayout,
-    record::{DeviceInfo, Header, ProcessInfo, RecordingWriter, Stats},
+    record::{ClockBase, DeviceInfo, Header, ProcessInfo, RecordingWriter, Stats},
 };
 
 #[derive(Clone, Debug)]
@@ -60,6 +61,8 @@ pub struct RecordSummary {
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// How long to wait for a wake-up before draining anyway (events below the wake-up threshold).
 const IDLE_DRAIN: Duration = Duration::from_millis(100);
+/// Age after which every event is surely out of the kernel and stored.
+const SETTLED_AFTER_NS: u64 = 500_000_000;
 
 pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     let btf = Btf::from_sys()?;
@@ -157,6 +160,24 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
             pushed: 0,
         }),
     };
+    // The kernel's own completion counters, read now that the programs are attached: a
+    // completion from here on is either traced or missing from the trace.
+    let checked: Vec<(String, crate::event::Dev)> = if config.disks.is_empty() {
+        crate::devices::Sysfs::default()
+            .request_based_disks()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|d| (d.name, d.dev))
+            .collect()
+    } else {
+        config
+            .disks
+            .iter()
+            .filter(|d| d.request_based)
+            .map(|d| (d.name.clone(), d.dev))
+            .collect()
+    };
+    let mut tally = CompletionTally::start(checked.iter().map(|(n, d)| (n.as_str(), *d)));
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
     eprintln!(
@@ -194,13 +215,22 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
                 None
             }
         };
-        store(&mut batch, writer.as_mut(), &mut processes)?;
+        store(&mut batch, writer.as_mut(), &mut processes, &mut tally)?;
         if let Some(reason) = ended {
             break reason;
         }
         let now = Instant::now();
         if now >= next_flush {
-            let stats = capture.stats()?;
+            // Everything produced half a second ago has been drained (CPUs send staged
+            // events within tens of milliseconds), so the snapshot before that is settled.
+            tally.settle(
+                ClockBase::now()
+                    .monotonic_ns
+                    .saturating_sub(SETTLED_AFTER_NS),
+            );
+            tally.snapshot();
+            let mut stats = capture.stats()?;
+            stats.completions = tally.checks();
             writer.checkpoint(&stats)?;
             next_flush = now + FLUSH_EVERY;
             if progress {
@@ -222,9 +252,11 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
 
     // Detach first, then take what is still in the ring: nothing produced before the detach
     // is left behind.
+    tally.snapshot();
     capture.detach()?;
     capture.drain(&mut batch);
-    store(&mut batch, writer.as_mut(), &mut processes)?;
+    store(&mut batch, writer.as_mut(), &mut processes, &mut tally)?;
+    tally.settle(u64::MAX);
     if let Some(log) = sched_log {
         let (notes, warnings) = log.stop();
         for w in warnings {
@@ -235,7 +267,13 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
             eprintln!("--sched-log: {} scheduler messages recorded", notes.len());
         }
     }
-    let stats = capture.stats()?;
+    let mut stats = capture.stats()?;
+    stats.completions = tally.checks();
+    for check in &stats.completions {
+        if let Some(line) = check.describe_untraced() {
+            eprintln!("warning: {line}");
+        }
+    }
     let bytes = writer.bytes_written();
     let total = writer.finish(&stats, started.elapsed().as_nanos() as u64, ended_by)?;
     if progress {
@@ -385,8 +423,10 @@ fn store(
     batch: &mut Vec<Event>,
     writer: &mut dyn Sink,
     processes: &mut ProcessTable,
+    tally: &mut CompletionTally,
 ) -> anyhow::Result<()> {
     for ev in batch.drain(..) {
+        tally.event(&ev);
         if let Some(info) = processes.first_sight(&ev) {
             writer.add_process(&info)?;
         }

@@ -251,6 +251,13 @@ pub fn render(r: &Report) -> String {
             |l| l.to_string()
         )
     );
+    for line in t
+        .completion_checks
+        .iter()
+        .filter_map(|c| c.describe_untraced())
+    {
+        let _ = writeln!(out, "untraced completions (whole recording): {line}");
+    }
     for f in &t.filters {
         let _ = writeln!(out, "filter: {f} (device totals cover the whole device)");
     }
@@ -404,7 +411,7 @@ pub fn render(r: &Report) -> String {
         ),
         (
             a.reused_before_completion,
-            "ids reused before their completion was seen (lost events?)",
+            "ids reused before their completion was seen (lost or untraced events)",
         ),
         (
             a.splits_without_parent,

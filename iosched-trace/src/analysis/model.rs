@@ -47,6 +47,12 @@ pub struct TraceSummary {
     pub events: u64,
     /// Events the recorder lost; `None` when the trace does not say.
     pub lost_events: Option<u64>,
+    /// Completed requests the kernel counted with no completion event (whole recording, all
+    /// checked devices); `None` when the trace holds no such check. They show in the
+    /// anomalies as requests that never complete.
+    pub untraced_completions: Option<u64>,
+    /// The checks behind `untraced_completions`, per device.
+    pub completion_checks: Vec<crate::record::CompletionCheck>,
     pub anomalies: Anomalies,
     pub warnings: Vec<String>,
     pub filters: Vec<String>,
@@ -527,6 +533,14 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
             duration_ns: dur,
             events: agg.events,
             lost_events: source.lost(),
+            untraced_completions: source
+                .stats()
+                .filter(|s| !s.completions.is_empty())
+                .map(|s| s.completions.iter().map(|c| c.untraced()).sum()),
+            completion_checks: source
+                .stats()
+                .map(|s| s.completions.clone())
+                .unwrap_or_default(),
             anomalies: anomalies.clone(),
             warnings,
             filters,

@@ -186,6 +186,143 @@ pub struct Stats {
     pub read_errors: u64,
     /// Events the kernel sent.
     pub sent: u64,
+    /// Per traced device, its completions as the kernel counted them next to those traced
+    /// (format 1.2; absent in older recordings).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub completions: Vec<CompletionCheck>,
+}
+
+/// A device's completed-request counters (`/sys/block/<name>/stat`) at one instant.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DiskCounters {
+    /// CLOCK_MONOTONIC ns just after the read: the trace clock.
+    pub ts_ns: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub discards: u64,
+    /// Requests in flight at the read: completions racing the read may fall on either side.
+    pub in_flight: u64,
+}
+
+/// Requests completed, by the kernel's stat groups.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CompletionCounts {
+    pub reads: u64,
+    pub writes: u64,
+    pub discards: u64,
+    /// Traced only: zero-byte write completions, the end of a request that went through the
+    /// flush machinery (an fsync's empty PREFLUSH, or data written with a preflush or FUA on
+    /// a device with a write cache). Such a request completes once with its data and once
+    /// empty, or only empty, and the kernel counts it once: which of them it was cannot be
+    /// told from the completions, so when any is present writes are not compared.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub writes_through_flush: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl CompletionCounts {
+    pub fn total(&self) -> u64 {
+        self.reads + self.writes + self.discards
+    }
+}
+
+/// The check that catches completions no event reported: the kernel's own count of completed
+/// requests between two snapshots of its counters, against the final completion events traced
+/// between the same instants. A completion the block tracepoints never delivered (seen on
+/// 6.18 with loop devices backed by FUSE files) shows here, whereas the ring buffer's loss
+/// counter cannot see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CompletionCheck {
+    pub device: String,
+    pub dev: Dev,
+    pub start: DiskCounters,
+    pub end: DiskCounters,
+    /// Final completion events (one per request life) with `start.ts_ns < ts <= end.ts_ns`.
+    pub traced: CompletionCounts,
+}
+
+impl CompletionCheck {
+    /// What the kernel counted between the snapshots (zeros if its counters went backwards).
+    pub fn kernel(&self) -> CompletionCounts {
+        CompletionCounts {
+            reads: self.end.reads.saturating_sub(self.start.reads),
+            writes: self.end.writes.saturating_sub(self.start.writes),
+            discards: self.end.discards.saturating_sub(self.start.discards),
+            writes_through_flush: 0,
+        }
+    }
+
+    /// Whether writes are compared (see [`CompletionCounts::writes_through_flush`]).
+    pub fn writes_compared(&self) -> bool {
+        self.traced.writes_through_flush == 0
+    }
+
+    /// Completions the kernel counted and no event reported, by group (a group where more
+    /// were traced than counted contributes nothing: see [`uncertainty`](Self::uncertainty)).
+    pub fn untraced(&self) -> u64 {
+        let (k, t) = (self.kernel(), self.traced);
+        let writes = if self.writes_compared() {
+            k.writes.saturating_sub(t.writes)
+        } else {
+            0
+        };
+        k.reads.saturating_sub(t.reads) + writes + k.discards.saturating_sub(t.discards)
+    }
+
+    /// How far [`untraced`](Self::untraced) may be off: a request completing while a snapshot
+    /// was read is traced before the read and counted after it (the kernel counts a request
+    /// a few microseconds after its completion event), so each request in flight at a
+    /// snapshot may shift the balance by one.
+    pub fn uncertainty(&self) -> u64 {
+        self.start.in_flight + self.end.in_flight
+    }
+
+    /// The kernel's counters did not move although completions were traced: I/O statistics
+    /// are off for the device (`queue/iostats` = 0), and the check says nothing.
+    pub fn counters_disabled(&self) -> bool {
+        self.kernel().total() == 0 && self.traced.total() > 0
+    }
+
+    /// One line for people: `loop0: 1 completed request has no completion event (kernel
+    /// counted 256 reads, 0 writes, 0 discards; traced 255, 0, 0)`; `None` when all agree.
+    pub fn describe_untraced(&self) -> Option<String> {
+        let n = self.untraced();
+        if n == 0 || self.counters_disabled() {
+            return None;
+        }
+        let (k, t) = (self.kernel(), self.traced);
+        let give_or_take = match self.uncertainty() {
+            0 => String::new(),
+            u => format!(", give or take {u} in flight at the counter reads"),
+        };
+        let writes_note = if self.writes_compared() {
+            ""
+        } else {
+            ", writes not compared: some went through the flush machinery"
+        };
+        Some(format!(
+            "{}: {n} completed request{} counted by the kernel ha{} no completion event \
+             (kernel: {} reads, {} writes, {} discards; traced: {}, {}, {}{give_or_take}\
+             {writes_note}); \
+             the block_rq_complete tracepoint did not report {}",
+            self.device,
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "s" } else { "ve" },
+            k.reads,
+            k.writes,
+            k.discards,
+            t.reads,
+            t.writes,
+            t.discards,
+            if n == 1 { "it" } else { "them" },
+        ))
+    }
 }
 
 impl Stats {

@@ -129,6 +129,30 @@ pub fn sample_stats(sent: u64) -> Stats {
         lost_per_cpu: vec![0, 3, 0, 1],
         read_errors: 2,
         sent,
+        completions: vec![super::CompletionCheck {
+            device: "sda".into(),
+            dev: Dev { major: 8, minor: 0 },
+            start: super::DiskCounters {
+                ts_ns: 1_000,
+                reads: 10,
+                writes: 20,
+                discards: 0,
+                in_flight: 1,
+            },
+            end: super::DiskCounters {
+                ts_ns: 9_000,
+                reads: 15,
+                writes: 20,
+                discards: 0,
+                in_flight: 0,
+            },
+            traced: super::CompletionCounts {
+                reads: 4,
+                writes: 0,
+                discards: 0,
+                writes_through_flush: 0,
+            },
+        }],
     }
 }
 

@@ -35,7 +35,7 @@ fn round_trip() {
     } = build_recording(40, 6);
     let (reader, read) = read_all(&bytes).unwrap();
     let mut expected_header = sample_header();
-    expected_header.format_version = "1.1".into();
+    expected_header.format_version = format!("{}.{}", super::FORMAT_MAJOR, super::FORMAT_MINOR);
     assert_eq!(reader.header(), &expected_header);
     assert_eq!(read, events);
     let by_pid: Vec<_> = reader.processes().values().cloned().collect();
@@ -299,7 +299,10 @@ fn foreign_and_empty_inputs_are_named() {
     v2[8] = 2;
     assert!(matches!(
         RecordingReader::new(&v2[..]),
-        Err(FormatError::UnsupportedVersion { major: 2, minor: 1 })
+        Err(FormatError::UnsupportedVersion {
+            major: 2,
+            minor: super::FORMAT_MINOR
+        })
     ));
     assert!(err(&v2).contains("use a newer iosched-trace"));
 
