@@ -275,7 +275,7 @@ mod tests {
         impl FnMut(&str) -> io::Result<DiskCounters> + use<>,
     ) {
         let t = CompletionTally::start_with([("loop0", DEV)], |_| Ok(snaps[0]));
-        let rest: Vec<DiskCounters> = snaps[1..].iter().copied().collect();
+        let rest = snaps[1..].to_vec();
         let mut rest = rest.into_iter();
         (t, move |_: &str| Ok(rest.next().unwrap()))
     }
