@@ -289,6 +289,8 @@ pub struct Recording {
     pub lost: u64,
     pub sent: Option<u64>,
     pub footer_total: Option<u64>,
+    /// The kernel's completion counters next to the traced completions, per device.
+    pub completions: Vec<iosched_trace::record::CompletionCheck>,
 }
 
 pub fn read_recording(path: &Path) -> anyhow::Result<Recording> {
@@ -304,6 +306,10 @@ pub fn read_recording(path: &Path) -> anyhow::Result<Recording> {
         lost: reader.stats().map_or(0, |s| s.lost()),
         sent: reader.stats().map(|s| s.sent),
         footer_total: reader.footer().map(|f| f.events_total),
+        completions: reader
+            .stats()
+            .map(|s| s.completions.clone())
+            .unwrap_or_default(),
     })
 }
 

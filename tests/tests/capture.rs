@@ -44,6 +44,21 @@ fn known_writes_under(scheduler: &str) {
         rec.events.iter().all(|e| (e.dev.major, e.dev.minor) == dev),
         "foreign device"
     );
+    // The kernel's own counters agree: N writes completed, N traced, none untraced. (On a
+    // loop device over /dev/shm the block tracepoints report every completion; compare
+    // tests/tests/report.rs for the emulated disk, where they do not.)
+    let [check] = rec.completions.as_slice() else {
+        panic!("one completion check expected: {:?}", rec.completions);
+    };
+    assert_eq!(check.device, disk.name);
+    assert_eq!(
+        (check.kernel().writes, check.traced.writes),
+        (N, N),
+        "{check:?}"
+    );
+    assert_eq!(check.kernel().reads, check.traced.reads, "{check:?}");
+    assert!(check.writes_compared());
+    assert_eq!(check.untraced(), 0);
 
     let expected: Vec<u64> = (0..N).map(|i| (SEEK + i) * 8).collect();
     let writes = |kind: EventKind| -> Vec<_> {

@@ -77,19 +77,9 @@ fn fio_counts_and_latencies_match_fio_and_ftrace() {
     let fios = processes(&report, "fio");
     assert_eq!(fios.len(), 1, "one fio job process: {fios:?}");
     let p = fios[0];
-    // KNOWN CAPTURE BUG (open): on the emulated disk, about one run in four loses one
-    // block_rq_complete event without counting it (sent == written, no recursion misses; not seen on /dev/shm
-    // loop devices, where `two_fio_jobs_are_attributed_separately` checks fio's counts
-    // exactly). Until it is found, a missing completion must at least show up in the
-    // report's anomalies, and at most 2 of 256 may be missing.
     let requests = u(&p["requests"]);
-    let a = &report["trace"]["anomalies"];
-    let missing = fio_ios.saturating_sub(requests);
-    let accounted = u(&a["requests_in_flight_at_end"]) + u(&a["reused_before_completion"]);
-    assert!(
-        requests <= fio_ios && missing <= 2 && missing <= accounted,
-        "fio did {fio_ios} reads, the report has {requests}; anomalies {a}"
-    );
+    let missing = fio_ios - requests;
+    assert_untraced_completions_explain(&report, missing);
     assert_eq!(u(&p["bytes"]), requests * 4096);
     assert!(fio_bytes == fio_ios * 4096);
     assert_eq!(u(&p["read"]["requests"]), requests);
@@ -273,8 +263,7 @@ fn q2c_matches_fio_latency_on_the_emulated_disk() {
         let report = report_json(&file, &[]).unwrap();
         let fios = processes(&report, "fio");
         assert_eq!(fios.len(), 1);
-        // (See the known capture bug above: at most 2 completions may go missing.)
-        assert!((148..=150).contains(&u(&fios[0]["requests"])));
+        assert_untraced_completions_explain(&report, 150 - u(&fios[0]["requests"]));
         let ours = f(&fios[0]["latency"]["q2c"]["mean_ns"]);
         let theirs = f(&job["lat_ns"]["mean"]);
         eprintln!("run {attempt}: Q2C mean {ours:.0} ns, fio lat mean {theirs:.0} ns");
@@ -291,4 +280,28 @@ fn q2c_matches_fio_latency_on_the_emulated_disk() {
         "Q2C and fio's lat more than 2% apart in every run: {gaps:?}"
     );
     drop(disk);
+}
+
+/// On the emulated disk (a loop device over a FUSE file), Linux 6.18 completes about one
+/// request in 600 without firing block_rq_complete or block_io_done, for any tracer: an
+/// independent bpftrace on the classic tracepoints misses exactly the same requests, while
+/// /sys/block/X/stat counts them. The recording's completion check must count each such
+/// request, exactly (the device is idle when the recording starts and stops, so nothing is in
+/// flight at the counter reads), and the timeline must show each as a life without its end.
+fn assert_untraced_completions_explain(report: &Value, missing: u64) {
+    let t = &report["trace"];
+    let checks = t["completion_checks"]
+        .as_array()
+        .expect("completion checks");
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    assert_eq!(
+        u(&t["untraced_completions"]),
+        missing,
+        "fio's reads missing from the report vs the kernel-counted untraced completions: {checks:?}"
+    );
+    let a = &t["anomalies"];
+    let open = u(&a["requests_in_flight_at_end"]) + u(&a["reused_before_completion"]);
+    assert!(missing <= open, "{missing} missing, anomalies {a}");
+    // Rare (about 1 in 600): more than a handful in 256 would be something else.
+    assert!(missing <= 4, "{missing} completions untraced: {checks:?}");
 }
