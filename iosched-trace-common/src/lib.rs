@@ -221,8 +221,32 @@ pub struct Staging {
     pub task: u64,
     pub task_cgroup: u64,
     pub task_comm: [u8; 16],
+    /// The last device resolved on this CPU, per key kind ([`DEV_KEY_QUEUE`]: a `struct
+    /// request_queue *`, [`DEV_KEY_BDEV`]: a `struct block_device *`): `key` and
+    /// `dev_t | traced << 32`. Consecutive events on a CPU are nearly always about the same
+    /// device, and the shared hash map behind this costs a lookup whose LRU bookkeeping
+    /// writes a cache line both CPUs share. Read and written only under `busy`, so an
+    /// interrupting program can never pair a key with another device's value.
+    pub dev_cache: [CachedDev; 2],
+    /// The last bio blkcg resolved on this CPU (`struct blkcg_gq *`) and its cgroup id: four
+    /// dependent kernel reads saved per Q of a task that keeps writing. Under `busy` too.
+    pub blkg: u64,
+    pub blkg_cgroup: u64,
     pub batch: RawBatch,
 }
+
+/// One entry of [`Staging::dev_cache`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CachedDev {
+    pub key: u64,
+    pub value: u64,
+}
+
+/// Index in [`Staging::dev_cache`] for request-queue keys (request events, plug, unplug).
+pub const DEV_KEY_QUEUE: usize = 0;
+/// Index in [`Staging::dev_cache`] for block-device keys (bio events).
+pub const DEV_KEY_BDEV: usize = 1;
 
 /// The per-CPU array holding each CPU's [`Staging`] (one entry).
 pub const MAP_STAGING: &str = "STAGING";

@@ -21,7 +21,8 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, RawTracePointContext},
 };
 use iosched_trace_common::{
-    BATCH_EVENTS, Config, NO_OFFSET, Offsets, RawBatch, RawEvent, SPAN, Staging, batch_record_len,
+    BATCH_EVENTS, Config, DEV_KEY_BDEV, DEV_KEY_QUEUE, NO_OFFSET, Offsets, RawBatch, RawEvent,
+    SPAN, Staging, batch_record_len,
     kind::{self, *},
     stat,
 };
@@ -135,30 +136,87 @@ fn read<T>(base: u64, off: u32, errors: &mut u32) -> Option<T> {
     }
 }
 
+/// This CPU's staging area, held: its `busy` flag is set until the guard is dropped, so
+/// nothing else on this CPU reads or writes the area meanwhile (programs on one CPU nest only
+/// by interruption, and an interrupting program finds the flag set and goes without it).
+/// Each program takes it once, first thing, and keeps it to its end: the per-CPU caches in
+/// the area are then safe to use for the whole program.
+struct Held(*mut Staging);
+
+impl Held {
+    #[inline(always)]
+    fn acquire() -> Option<Held> {
+        let st = STAGING.get_ptr_mut(0)?;
+        // SAFETY: per-CPU map value; see the type's comment for the protocol.
+        unsafe {
+            if core::ptr::read_volatile(&(*st).busy) != 0 {
+                return None;
+            }
+            core::ptr::write_volatile(&mut (*st).busy, 1);
+        }
+        Some(Held(st))
+    }
+}
+
+impl Drop for Held {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: we set the flag in `acquire`.
+        unsafe { core::ptr::write_volatile(&mut (*self.0).busy, 0) };
+    }
+}
+
 /// Whole-disk `dev_t` of the queue or block device `key`, if it is one we trace. `disk` is
-/// read from `key` at `disk_off`.
+/// read from `key` at `disk_off`; `kind` is `DEV_KEY_QUEUE` or `DEV_KEY_BDEV`.
 #[inline(always)]
-fn traced_dev(key: u64, disk_off: u32, errors: &mut u32) -> Option<u32> {
+fn traced_dev(
+    key: u64,
+    kind: usize,
+    disk_off: u32,
+    held: Option<&Held>,
+    errors: &mut u32,
+) -> Option<u32> {
     if key == 0 {
         return None;
     }
-    // No per-CPU "last device" cache in front of this lookup: one was tried, and a completion
-    // interrupting a program midway through updating it could leave a key paired with
-    // another device's value, silently dropping that queue's events (seen: 1 C in 256 lost
-    // with sent == written). The hash lookup is safe under nesting.
-    // SAFETY: the value is a plain u64 copied out immediately.
-    if let Some(&cached) = unsafe { DEVCACHE.get(key) } {
-        return (cached >> 32 != 0).then_some(cached as u32);
+    // The CPU's last device of this kind first (only while the staging area is held: an
+    // unguarded cache was tried, and a completion interrupting its update paired a key
+    // with another device's value).
+    if let Some(h) = held
+        && kind < 2
+    {
+        // SAFETY: held: exclusive use of this CPU's area; `kind` is in bounds.
+        let entry = unsafe { &(*h.0).dev_cache[kind] };
+        if entry.key == key {
+            let cached = entry.value;
+            return (cached >> 32 != 0).then_some(cached as u32);
+        }
     }
-    let disk: u64 = read(key, disk_off, errors)?;
-    let major: i32 = read(disk, config!(off.disk_major), errors)?;
-    let minor: i32 = read(disk, config!(off.disk_first_minor), errors)?;
-    let dev = ((major as u32) << 20) | (minor as u32 & 0xf_ffff);
-    // SAFETY: the value is not kept.
-    let traced = config!(filter_devices) == 0 || unsafe { DEVICES.get(dev) }.is_some();
-    let cached = (dev as u64) | ((traced as u64) << 32);
-    let _ = DEVCACHE.insert(key, cached, 0);
-    traced.then_some(dev)
+    // SAFETY: the value is a plain u64 copied out immediately.
+    let cached = match unsafe { DEVCACHE.get(key) } {
+        Some(&cached) => cached,
+        None => {
+            let disk: u64 = read(key, disk_off, errors)?;
+            let major: i32 = read(disk, config!(off.disk_major), errors)?;
+            let minor: i32 = read(disk, config!(off.disk_first_minor), errors)?;
+            let dev = ((major as u32) << 20) | (minor as u32 & 0xf_ffff);
+            // SAFETY: the value is not kept.
+            let traced = config!(filter_devices) == 0 || unsafe { DEVICES.get(dev) }.is_some();
+            let cached = (dev as u64) | ((traced as u64) << 32);
+            let _ = DEVCACHE.insert(key, cached, 0);
+            cached
+        }
+    };
+    if let Some(h) = held
+        && kind < 2
+    {
+        // SAFETY: as above.
+        unsafe {
+            (*h.0).dev_cache[kind].key = key;
+            (*h.0).dev_cache[kind].value = cached;
+        }
+    }
+    (cached >> 32 != 0).then_some(cached as u32)
 }
 
 /// The first [`SPAN`] bytes of a request or bio.
@@ -195,15 +253,23 @@ impl Span {
 }
 
 #[inline(always)]
-fn rq_dev(rq_span: &Span, errors: &mut u32) -> Option<u32> {
-    traced_dev(rq_span.get(config!(off.rq_q)), config!(off.q_disk), errors)
+fn rq_dev(rq_span: &Span, held: Option<&Held>, errors: &mut u32) -> Option<u32> {
+    traced_dev(
+        rq_span.get(config!(off.rq_q)),
+        DEV_KEY_QUEUE,
+        config!(off.q_disk),
+        held,
+        errors,
+    )
 }
 
 #[inline(always)]
-fn bio_dev(bio_span: &Span, errors: &mut u32) -> Option<u32> {
+fn bio_dev(bio_span: &Span, held: Option<&Held>, errors: &mut u32) -> Option<u32> {
     traced_dev(
         bio_span.get(config!(off.bio_bdev)),
+        DEV_KEY_BDEV,
         config!(off.bdev_disk),
+        held,
         errors,
     )
 }
@@ -211,7 +277,15 @@ fn bio_dev(bio_span: &Span, errors: &mut u32) -> Option<u32> {
 /// The cgroup the block layer charges a bio to (its blkcg), which for writeback is the
 /// dirtying task's cgroup, not the flusher's.
 #[inline(always)]
-fn bio_cgroup_id(blkg: u64, errors: &mut u32) -> u64 {
+fn bio_cgroup_id(blkg: u64, held: Option<&Held>, errors: &mut u32) -> u64 {
+    if let Some(h) = held
+        && blkg != 0
+        // SAFETY: held: exclusive use of this CPU's area.
+        && unsafe { (*h.0).blkg } == blkg
+    {
+        // SAFETY: as above.
+        return unsafe { (*h.0).blkg_cgroup };
+    }
     let id = (|| {
         let blkcg: u64 = read(blkg, config!(off.blkg_blkcg), errors)?;
         let css = blkcg + config!(off.blkcg_css) as u64;
@@ -219,39 +293,55 @@ fn bio_cgroup_id(blkg: u64, errors: &mut u32) -> u64 {
         let kn: u64 = read(cgroup, config!(off.cgroup_kn), errors)?;
         read::<u64>(kn, config!(off.kn_id), errors)
     })();
-    // SAFETY: helper without arguments.
-    id.unwrap_or_else(|| unsafe { bpf_get_current_cgroup_id() })
+    match (id, held) {
+        (Some(id), Some(h)) => {
+            // SAFETY: held: exclusive use of this CPU's area.
+            unsafe {
+                (*h.0).blkg = blkg;
+                (*h.0).blkg_cgroup = id;
+            }
+            id
+        }
+        (Some(id), None) => id,
+        // SAFETY: helper without arguments.
+        (None, _) => unsafe { bpf_get_current_cgroup_id() },
+    }
 }
 
 /// The cgroup of events that are not charged to one (plug, unplug, chain links, bio
 /// completions, kyber): 0, as readers expect.
 const NO_CGROUP: Option<u64> = Some(0);
 
-/// Stages one event in this CPU's batch (or, if the staging area is in use by the program
-/// this one interrupted, sends it directly); the caller fills the kind-specific fields through
-/// `fill`. `cgroup`: the event's cgroup if it is not the current task's.
+/// Stages one event in this CPU's batch (or, if the program does not hold the staging area
+/// because the program it interrupted does, sends it directly); the caller fills the
+/// kind-specific fields through `fill`. `cgroup`: the event's cgroup if it is not the current
+/// task's.
 #[inline(always)]
-fn emit(kind: u16, dev: u32, errors: u32, cgroup: Option<u64>, fill: impl FnOnce(&mut RawEvent)) {
+fn emit(
+    held: Option<&Held>,
+    kind: u16,
+    dev: u32,
+    errors: u32,
+    cgroup: Option<u64>,
+    fill: impl FnOnce(&mut RawEvent),
+) {
     if errors != 0 {
         count(stat::READ_ERRORS);
     }
-    let Some(st) = STAGING.get_ptr_mut(0) else {
+    let Some(h) = held else {
         emit_direct(kind, dev, cgroup, fill);
         return;
     };
-    // SAFETY: per-CPU map value; the busy flag (see Staging) gives this program exclusive use
-    // of it until the flag is cleared.
+    let st = h.0;
+    // SAFETY: held: exclusive use of this CPU's staging area.
     unsafe {
-        if core::ptr::read_volatile(&(*st).busy) != 0 {
-            emit_direct(kind, dev, cgroup, fill);
-            return;
-        }
-        core::ptr::write_volatile(&mut (*st).busy, 1);
         let n = (*st).batch.count as usize;
         if n >= BATCH_EVENTS {
             // Impossible (a full batch is sent at once); keeps the index provably in bounds.
+            // Counted as lost, never silent.
+            add(stat::LOST, n as u64);
             (*st).batch.count = 0;
-            core::ptr::write_volatile(&mut (*st).busy, 0);
+            emit_direct(kind, dev, cgroup, fill);
             return;
         }
         let ts = bpf_ktime_get_ns();
@@ -278,14 +368,13 @@ fn emit(kind: u16, dev: u32, errors: u32, cgroup: Option<u64>, fill: impl FnOnce
         if n + 1 == BATCH_EVENTS || ts.wrapping_sub((*st).first_ts) > MAX_STAGED_NS {
             send_batch(st);
         }
-        core::ptr::write_volatile(&mut (*st).busy, 0);
     }
 }
 
 /// Sends the staged batch (if any) as one ring-buffer record and empties it. Lost events are
 /// counted per event, like the direct path.
 ///
-/// SAFETY: the caller holds `st`'s busy flag.
+/// SAFETY: the caller holds `st` (its busy flag).
 #[inline(always)]
 unsafe fn send_batch(st: *mut Staging) {
     // SAFETY: per the function's contract.
@@ -389,19 +478,13 @@ fn emit_direct(kind: u16, dev: u32, cgroup: Option<u64>, fill: impl FnOnce(&mut 
 /// detached. Never attached.
 #[raw_tracepoint(tracepoint = "block_rq_issue")]
 pub fn flush_staged(_ctx: RawTracePointContext) -> i32 {
-    let Some(st) = STAGING.get_ptr_mut(0) else {
-        return 0;
+    // If the area is held, the program we interrupted sends the batch itself when it is full
+    // or old.
+    let Some(held) = Held::acquire() else {
+        return 1;
     };
-    // SAFETY: as in `emit`: the busy flag gives exclusive use; if it is set, the program we
-    // interrupted sends the batch itself when it is full or old.
-    unsafe {
-        if core::ptr::read_volatile(&(*st).busy) != 0 {
-            return 1;
-        }
-        core::ptr::write_volatile(&mut (*st).busy, 1);
-        send_batch(st);
-        core::ptr::write_volatile(&mut (*st).busy, 0);
-    }
+    // SAFETY: held.
+    unsafe { send_batch(held.0) };
     0
 }
 
@@ -415,21 +498,27 @@ fn bio_event(bio: u64, kind: u16, aux: u64) {
     if is_self() {
         return;
     }
+    let held = Held::acquire();
+    let held = held.as_ref();
     let mut errors = 0;
     let Some(span) = read_span(bio, &mut errors) else {
         count(stat::READ_ERRORS);
         return;
     };
-    let Some(dev) = bio_dev(&span, &mut errors) else {
+    let Some(dev) = bio_dev(&span, held, &mut errors) else {
         return;
     };
     // Only Q needs the charged cgroup: G/M/F/X of the same bio follow it closely.
     let cgroup = if kind == BIO_QUEUE && config!(bio_cgroup) != 0 {
-        Some(bio_cgroup_id(span.get(config!(off.bio_blkg)), &mut errors))
+        Some(bio_cgroup_id(
+            span.get(config!(off.bio_blkg)),
+            held,
+            &mut errors,
+        ))
     } else {
         None
     };
-    emit(kind, dev, errors, cgroup, |ev| {
+    emit(held, kind, dev, errors, cgroup, |ev| {
         ev.bio = bio;
         ev.sector = span.get(config!(off.bio_sector));
         ev.bytes = span.get(config!(off.bio_size));
@@ -441,19 +530,19 @@ fn bio_event(bio: u64, kind: u16, aux: u64) {
 
 /// Events about a request: I, D, C, R, M (rq merge), io_start/io_done.
 #[inline(always)]
-fn rq_event(rq: u64, kind: u16, error: i32, aux: u64) -> Option<(u64, u32)> {
+fn rq_event(held: Option<&Held>, rq: u64, kind: u16, error: i32, aux: u64) -> Option<(u64, u32)> {
     let mut errors = 0;
     let Some(span) = read_span(rq, &mut errors) else {
         count(stat::READ_ERRORS);
         return None;
     };
-    let dev = rq_dev(&span, &mut errors)?;
+    let dev = rq_dev(&span, held, &mut errors)?;
     let bio: u64 = span.get(config!(off.rq_bio));
     // Recent kernels (6.x) keep the priority only in the bios: there a request's priority is
     // its first bio's, known from that bio's Q event; one more read per event would cost
     // more than it tells.
     let ioprio: u16 = span.get(config!(off.rq_ioprio));
-    emit(kind, dev, errors, None, |ev| {
+    emit(held, kind, dev, errors, None, |ev| {
         ev.rq = rq;
         ev.bio = bio;
         ev.sector = span.get(config!(off.rq_sector));
@@ -507,20 +596,24 @@ pub fn block_split(ctx: BtfTracePointContext) -> i32 {
 
 #[btf_tracepoint(function = "block_rq_merge")]
 pub fn block_rq_merge(ctx: BtfTracePointContext) -> i32 {
-    rq_event(rq_arg(&ctx), RQ_MERGE, 0, 0);
+    let held = Held::acquire();
+    rq_event(held.as_ref(), rq_arg(&ctx), RQ_MERGE, 0, 0);
     0
 }
 
 #[btf_tracepoint(function = "block_rq_insert")]
 pub fn block_rq_insert(ctx: BtfTracePointContext) -> i32 {
-    rq_event(rq_arg(&ctx), RQ_INSERT, 0, 0);
+    let held = Held::acquire();
+    rq_event(held.as_ref(), rq_arg(&ctx), RQ_INSERT, 0, 0);
     0
 }
 
 #[btf_tracepoint(function = "block_rq_issue")]
 pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
     let rq = rq_arg(&ctx);
-    let Some((first, dev)) = rq_event(rq, RQ_ISSUE, 0, 0) else {
+    let held = Held::acquire();
+    let held = held.as_ref();
+    let Some((first, dev)) = rq_event(held, rq, RQ_ISSUE, 0, 0) else {
         return 0;
     };
     // Bios merged into this request (M/F) carry no request pointer in their tracepoints; the
@@ -531,7 +624,7 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
     let mut bio: u64 = read(first, next_off, &mut errors).unwrap_or(0);
     let mut pos: u32 = 1;
     while bio != 0 && pos < MAX_CHAIN {
-        emit(BIO_IN_RQ, dev, 0, NO_CGROUP, |ev| {
+        emit(held, BIO_IN_RQ, dev, 0, NO_CGROUP, |ev| {
             ev.rq = rq;
             ev.bio = bio;
             ev.aux = pos as u64;
@@ -551,40 +644,46 @@ pub fn block_rq_complete(ctx: BtfTracePointContext) -> i32 {
     // 64-bit argument slot.
     let status = (ctx.arg::<u64>(1) & 0xff) as i32;
     let nr_bytes = ctx.arg::<u64>(2) & 0xffff_ffff;
-    rq_event(rq_arg(&ctx), RQ_COMPLETE, status, nr_bytes);
+    let held = Held::acquire();
+    rq_event(held.as_ref(), rq_arg(&ctx), RQ_COMPLETE, status, nr_bytes);
     0
 }
 
 #[btf_tracepoint(function = "block_rq_requeue")]
 pub fn block_rq_requeue(ctx: BtfTracePointContext) -> i32 {
-    rq_event(rq_arg(&ctx), RQ_REQUEUE, 0, 0);
+    let held = Held::acquire();
+    rq_event(held.as_ref(), rq_arg(&ctx), RQ_REQUEUE, 0, 0);
     0
 }
 
 #[btf_tracepoint(function = "block_io_start")]
 pub fn block_io_start(ctx: BtfTracePointContext) -> i32 {
-    rq_event(ctx.arg(0), IO_START, 0, 0);
+    let held = Held::acquire();
+    rq_event(held.as_ref(), ctx.arg(0), IO_START, 0, 0);
     0
 }
 
 #[btf_tracepoint(function = "block_io_done")]
 pub fn block_io_done(ctx: BtfTracePointContext) -> i32 {
-    rq_event(ctx.arg(0), IO_DONE, 0, 0);
+    let held = Held::acquire();
+    rq_event(held.as_ref(), ctx.arg(0), IO_DONE, 0, 0);
     0
 }
 
 #[btf_tracepoint(function = "block_bio_complete")]
 pub fn block_bio_complete(ctx: BtfTracePointContext) -> i32 {
     let bio: u64 = ctx.arg(1);
+    let held = Held::acquire();
+    let held = held.as_ref();
     let mut errors = 0;
     let Some(span) = read_span(bio, &mut errors) else {
         count(stat::READ_ERRORS);
         return 0;
     };
-    let Some(dev) = bio_dev(&span, &mut errors) else {
+    let Some(dev) = bio_dev(&span, held, &mut errors) else {
         return 0;
     };
-    emit(BIO_COMPLETE, dev, errors, NO_CGROUP, |ev| {
+    emit(held, BIO_COMPLETE, dev, errors, NO_CGROUP, |ev| {
         ev.bio = bio;
         ev.sector = span.get(config!(off.bio_sector));
         ev.bytes = span.get(config!(off.bio_size));
@@ -599,9 +698,17 @@ pub fn block_plug(ctx: BtfTracePointContext) -> i32 {
     if is_self() {
         return 0;
     }
+    let held = Held::acquire();
+    let held = held.as_ref();
     let mut errors = 0;
-    if let Some(dev) = traced_dev(ctx.arg(0), config!(off.q_disk), &mut errors) {
-        emit(PLUG, dev, errors, NO_CGROUP, |_| {});
+    if let Some(dev) = traced_dev(
+        ctx.arg(0),
+        DEV_KEY_QUEUE,
+        config!(off.q_disk),
+        held,
+        &mut errors,
+    ) {
+        emit(held, PLUG, dev, errors, NO_CGROUP, |_| {});
     }
     0
 }
@@ -613,9 +720,17 @@ pub fn block_unplug(ctx: BtfTracePointContext) -> i32 {
     }
     let depth = ctx.arg::<u64>(1) & 0xffff_ffff;
     let explicit = (ctx.arg::<u64>(2) & 0xff != 0) as i32;
+    let held = Held::acquire();
+    let held = held.as_ref();
     let mut errors = 0;
-    if let Some(dev) = traced_dev(ctx.arg(0), config!(off.q_disk), &mut errors) {
-        emit(UNPLUG, dev, errors, NO_CGROUP, |ev| {
+    if let Some(dev) = traced_dev(
+        ctx.arg(0),
+        DEV_KEY_QUEUE,
+        config!(off.q_disk),
+        held,
+        &mut errors,
+    ) {
+        emit(held, UNPLUG, dev, errors, NO_CGROUP, |ev| {
             ev.aux = depth;
             ev.error = explicit;
         });
@@ -642,7 +757,8 @@ fn kyber_event(ctx: &BtfTracePointContext, kind: u16, depth: u32) {
     {
         errors += 1;
     }
-    emit(kind, dev, errors, NO_CGROUP, |ev| {
+    let held = Held::acquire();
+    emit(held.as_ref(), kind, dev, errors, NO_CGROUP, |ev| {
         ev.aux = u64::from_le_bytes(name);
         ev.bytes = depth;
     });
