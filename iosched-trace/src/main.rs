@@ -316,6 +316,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         ring_size: valid.ring_size,
         wakeup_bytes: valid.wakeup,
         extra_events: args.extra_events,
+        plugs: !args.no_plugs,
         verbose: args.verbose,
         progress: true,
         command_line: std::env::args().collect(),

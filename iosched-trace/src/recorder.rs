@@ -39,6 +39,8 @@ pub struct RecordConfig {
     pub ring_size: u32,
     pub wakeup_bytes: u64,
     pub extra_events: bool,
+    /// Trace plug and unplug (`--no-plugs` turns them off).
+    pub plugs: bool,
     pub verbose: bool,
     /// One progress line, rewritten in place (only on a TTY).
     pub progress: bool,
@@ -95,6 +97,11 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         eprintln!("warning: {note}");
         header.notes.push(note);
     }
+    if !config.plugs {
+        header
+            .notes
+            .push("plug and unplug were not traced (--no-plugs)".into());
+    }
     if blkio_v1 {
         header.notes.push(
             "cgroup ids are the submitting task's cgroup2 ids: the io controller is mounted as cgroup v1 blkio here"
@@ -113,7 +120,11 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         wakeup_bytes: config.wakeup_bytes,
         extra_events: config.extra_events,
         verbose: config.verbose,
-        programs: ProgramSet::All,
+        programs: if config.plugs {
+            ProgramSet::All
+        } else {
+            ProgramSet::NoPlugs
+        },
     };
     let mut capture = Capture::start(&options, &layout, &btf)?;
     for (program, why) in &capture.skipped {

@@ -39,6 +39,13 @@ pub struct CaptureArgs {
     /// Baseline/recording pairs to run; the verdict uses the median ratio.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     repeat: u32,
+    /// More options for `record` (e.g. `--record-option=--no-plugs`), repeatable.
+    #[arg(
+        long = "record-option",
+        value_name = "OPTION",
+        allow_hyphen_values = true
+    )]
+    record_options: Vec<String>,
     #[command(flatten)]
     bin: BinArgs,
 }
@@ -92,7 +99,7 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     );
     let mut runs = Vec::new();
     for i in 1..=args.repeat {
-        let run = run_pair(&bin, &loopdev, &trace, args.runtime)?;
+        let run = run_pair(&bin, &loopdev, &trace, args)?;
         println!(
             "run {i}/{}: baseline {:.0} IOPS, recording {:.0} IOPS, ratio {:.3}, {} events, lost {}, \
              file {}",
@@ -149,10 +156,16 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn run_pair(bin: &Path, loopdev: &LoopDevice, trace: &Path, runtime: u32) -> anyhow::Result<Run> {
+fn run_pair(
+    bin: &Path,
+    loopdev: &LoopDevice,
+    trace: &Path,
+    args: &CaptureArgs,
+) -> anyhow::Result<Run> {
+    let runtime = args.runtime;
     let baseline_iops = fio(loopdev.dev(), runtime).context("baseline fio run")?;
 
-    let mut recorder = Recorder::start(bin, loopdev, trace)?;
+    let mut recorder = Recorder::start_with(bin, loopdev, trace, &args.record_options)?;
     recorder.wait_ready(READY_TIMEOUT)?;
     let recording_iops = fio(loopdev.dev(), runtime).context("fio run while recording")?;
     let status = recorder.stop()?;

@@ -273,12 +273,18 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// `bin record -d loopN -o output`, in the background.
-    pub fn start(bin: &Path, dev: &LoopDevice, output: &Path) -> anyhow::Result<Self> {
+    /// `bin record -d loopN -o output [options]`, in the background.
+    pub fn start_with(
+        bin: &Path,
+        dev: &LoopDevice,
+        output: &Path,
+        options: &[String],
+    ) -> anyhow::Result<Self> {
         let mut command = Command::new(bin);
         command
             .args(["record", "-d", dev.name(), "-o"])
             .arg(output)
+            .args(options)
             .stdin(Stdio::null())
             .stderr(Stdio::piped());
         let shown = cmd::display(&command);
