@@ -406,13 +406,22 @@ impl IntervalBuilder {
 /// iterator that ends; here events are pushed in batches and released up to a watermark
 /// (the collector's clock minus a delay), so an interval closes once nothing older can
 /// still come.
+///
+/// Each CPU sends its events in batches, in the order they happened on it: so each CPU's
+/// events form a run, and releasing is a merge of a few runs (a comparison per CPU per
+/// event). A single run with a heap for the rest was tried: with two CPUs, every other batch
+/// went to the heap, which held ~100 ms of events, and the heap's moves were a third of the
+/// collector's time. The few events that are out of order within their CPU (sent directly
+/// while that CPU's batch was in use) still go to a heap. The order released is by (time,
+/// arrival), as before.
 #[derive(Default)]
 pub struct Reorder {
-    /// In-order arrivals (the common case): O(1) each.
-    run: VecDeque<Event>,
+    /// Per CPU, its in-order arrivals with their arrival numbers.
+    runs: Vec<VecDeque<(u64, Event)>>,
     /// Stragglers, by (time, arrival).
     held: BinaryHeap<Reverse<(u64, u64, EventBox)>>,
     arrivals: u64,
+    len: usize,
 }
 
 /// An event ordered only by the key beside it in the heap.
@@ -435,47 +444,68 @@ impl Ord for EventBox {
     }
 }
 
+/// CPUs beyond this share the heap (a bound on the runs kept, whatever `cpu` says).
+const MAX_RUNS: usize = 1024;
+
 impl Reorder {
     pub fn push(&mut self, ev: Event) {
         self.arrivals += 1;
-        if self.run.back().is_none_or(|b| b.ts_ns <= ev.ts_ns) {
-            self.run.push_back(ev);
-        } else {
-            self.held
-                .push(Reverse((ev.ts_ns, self.arrivals, EventBox(ev))));
+        self.len += 1;
+        let cpu = usize::from(ev.cpu);
+        if cpu < MAX_RUNS {
+            if self.runs.len() <= cpu {
+                self.runs.resize_with(cpu + 1, VecDeque::new);
+            }
+            let run = &mut self.runs[cpu];
+            if run.back().is_none_or(|(_, b)| b.ts_ns <= ev.ts_ns) {
+                run.push_back((self.arrivals, ev));
+                return;
+            }
         }
+        self.held
+            .push(Reverse((ev.ts_ns, self.arrivals, EventBox(ev))));
     }
 
     pub fn len(&self) -> usize {
-        self.run.len() + self.held.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.len == 0
     }
 
     /// Hands every held event older than `watermark` to `f`, oldest first.
     pub fn release(&mut self, watermark: u64, mut f: impl FnMut(&Event)) {
         loop {
-            let run = self.run.front().map(|e| e.ts_ns);
-            let heap = self.held.peek().map(|Reverse((t, _, _))| *t);
-            // Ties: the heap's stragglers arrived after the run's head.
-            let from_heap = match (run, heap) {
-                (Some(r), Some(h)) => h < r,
-                (None, Some(_)) => true,
-                (Some(_), None) => false,
-                (None, None) => return,
+            // The oldest (time, arrival) among the runs' heads and the heap's top.
+            let mut best: Option<((u64, u64), Option<usize>)> = self
+                .held
+                .peek()
+                .map(|Reverse((t, a, _))| ((*t, *a), None));
+            for (cpu, run) in self.runs.iter().enumerate() {
+                if let Some((a, ev)) = run.front() {
+                    let key = (ev.ts_ns, *a);
+                    if best.is_none_or(|(b, _)| key < b) {
+                        best = Some((key, Some(cpu)));
+                    }
+                }
+            }
+            let Some(((ts, _), from)) = best else {
+                return;
             };
-            let ts = if from_heap { heap } else { run }.expect("one is present");
             if ts >= watermark {
                 return;
             }
-            if from_heap {
-                let Reverse((_, _, EventBox(ev))) = self.held.pop().expect("peeked");
-                f(&ev);
-            } else {
-                let ev = self.run.pop_front().expect("peeked");
-                f(&ev);
+            self.len -= 1;
+            match from {
+                Some(cpu) => {
+                    let (_, ev) = self.runs[cpu].pop_front().expect("peeked");
+                    f(&ev);
+                }
+                None => {
+                    let Reverse((_, _, EventBox(ev))) = self.held.pop().expect("peeked");
+                    f(&ev);
+                }
             }
         }
     }

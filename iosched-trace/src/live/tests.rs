@@ -183,6 +183,73 @@ fn reorder_releases_in_time_order_up_to_the_watermark() {
     assert!(out.windows(2).all(|w| w[0] <= w[1]));
 }
 
+proptest::proptest! {
+    /// Per-CPU batches interleaved in arrival order, with some events out of order within
+    /// their CPU (sent directly while its batch was busy), partly released at watermarks:
+    /// the output is the stable sort of the arrivals by time, i.e. (time, arrival) order.
+    #[test]
+    fn reorder_merges_per_cpu_batches_into_time_then_arrival_order(
+        seed in proptest::prelude::any::<u64>(),
+        cpus in 1u16..5,
+        batch in 1usize..50,
+        stragglers in 0u32..20,
+    ) {
+        let mut x = seed | 1;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let base = synth_events(600);
+        // Assign each event a CPU; timestamps coarsened so that ties happen.
+        let mut per_cpu: Vec<Vec<Event>> = vec![Vec::new(); usize::from(cpus)];
+        for ev in &base {
+            let mut ev = *ev;
+            ev.cpu = (rnd() % u64::from(cpus)) as u16;
+            ev.ts_ns /= 1000;
+            per_cpu[usize::from(ev.cpu)].push(ev);
+        }
+        // Arrival order: round robin over CPUs, a batch at a time; a straggler swaps with
+        // its predecessor on its CPU.
+        let mut arrivals = Vec::new();
+        let mut next = vec![0usize; usize::from(cpus)];
+        while next.iter().zip(&per_cpu).any(|(n, v)| *n < v.len()) {
+            for (cpu, evs) in per_cpu.iter().enumerate() {
+                let from = next[cpu];
+                let to = (from + batch).min(evs.len());
+                let mut chunk = evs[from..to].to_vec();
+                if chunk.len() > 1 && (rnd() % 100) < u64::from(stragglers) {
+                    let i = (rnd() as usize) % (chunk.len() - 1);
+                    chunk.swap(i, i + 1);
+                }
+                arrivals.extend(chunk);
+                next[cpu] = to;
+            }
+        }
+        let mut expected = arrivals.clone();
+        expected.sort_by_key(|e| e.ts_ns); // stable: ties keep arrival order
+        let mut r = Reorder::default();
+        let mut out = Vec::new();
+        let step = arrivals.len() / 3 + 1;
+        for (i, part) in arrivals.chunks(step).enumerate() {
+            for ev in part {
+                r.push(*ev);
+            }
+            // A watermark safely behind what has arrived: the oldest time still to come.
+            let later = arrivals[((i + 1) * step).min(arrivals.len())..]
+                .iter()
+                .map(|e| e.ts_ns)
+                .min()
+                .unwrap_or(u64::MAX);
+            r.release(later, |e| out.push(*e));
+        }
+        r.release(u64::MAX, |e| out.push(*e));
+        proptest::prop_assert!(r.is_empty());
+        proptest::prop_assert_eq!(out, expected);
+    }
+}
+
 #[test]
 fn latency_buckets_are_log2_microseconds() {
     assert_eq!(LatencyHist::bucket(0), 0);
