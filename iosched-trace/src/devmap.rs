@@ -78,6 +78,24 @@ impl<T> DevMap<T> {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+
+    /// Sets `dev`'s value, replacing any.
+    pub fn insert(&mut self, dev: Dev, value: T) {
+        match self.position(&dev) {
+            Some(at) => self.entries[at].1 = value,
+            None => {
+                self.entries.push((dev, value));
+                self.index.insert(dev, self.entries.len() - 1);
+            }
+        }
+    }
+
+    /// Empties the map, handing out its entries in insertion order.
+    pub fn take_entries(&mut self) -> Vec<(Dev, T)> {
+        self.index.clear();
+        self.last.set(0);
+        std::mem::take(&mut self.entries)
+    }
 }
 
 impl<T: Default> DevMap<T> {

@@ -23,6 +23,7 @@ use crate::{
         latency::Stage,
         model::{self},
     },
+    devmap::DevMap,
     event::{Dev, Event, Note},
     input::{Identity, InputError, TraceFormat, TraceMeta, TraceSource},
     record::{DeviceInfo, ProcessInfo},
@@ -164,7 +165,7 @@ impl LifeSink for IntervalSink {
 
 /// Routes the timeline's results to the device's own sink (each device is its own report).
 struct Router<'a> {
-    sinks: &'a mut FxHashMap<Dev, IntervalSink>,
+    sinks: &'a mut DevMap<IntervalSink>,
     opts: &'a Options,
     window: Window,
 }
@@ -174,8 +175,7 @@ impl Router<'_> {
         let (opts, window) = (self.opts, self.window);
         // A device first seen mid-interval was idle until then.
         self.sinks
-            .entry(dev)
-            .or_insert_with(|| IntervalSink::new(opts, window, None))
+            .get_or_insert_with(dev, || IntervalSink::new(opts, window, None))
     }
 }
 
@@ -235,7 +235,9 @@ pub struct IntervalBuilder {
     interval_ns: u64,
     window: Window,
     timeline: Timeline,
-    sinks: FxHashMap<Dev, IntervalSink>,
+    sinks: DevMap<IntervalSink>,
+    /// The last pid added to `processes` (most events come in runs from one task).
+    last_pid: u32,
     /// Tasks seen (comm, cgroup), for cgroup paths in the reports.
     pub processes: BTreeMap<u32, ProcessInfo>,
     lost_total: u64,
@@ -265,7 +267,8 @@ impl IntervalBuilder {
             interval_ns: interval_ns.max(1),
             window,
             timeline: Timeline::new(bio_based),
-            sinks: FxHashMap::default(),
+            sinks: DevMap::default(),
+            last_pid: 0,
             processes: BTreeMap::new(),
             lost_total: 0,
             lost_at_start: 0,
@@ -286,7 +289,7 @@ impl IntervalBuilder {
             from,
             to: from + self.interval_ns,
         };
-        self.sinks.clear();
+        self.sinks.take_entries();
         for info in &self.devices {
             self.sinks
                 .insert(info.dev, IntervalSink::new(&self.opts, self.window, None));
@@ -314,8 +317,9 @@ impl IntervalBuilder {
             // being attached, only set up the timeline's state.)
             self.late += 1;
         }
-        if let std::collections::btree_map::Entry::Vacant(e) = self.processes.entry(ev.pid)
+        if ev.pid != self.last_pid
             && ev.pid != 0
+            && let std::collections::btree_map::Entry::Vacant(e) = self.processes.entry(ev.pid)
         {
             e.insert(ProcessInfo {
                 pid: ev.pid,
@@ -325,6 +329,7 @@ impl IntervalBuilder {
                 cgroup_path: None,
             });
         }
+        self.last_pid = ev.pid;
         let mut router = Router {
             sinks: &mut self.sinks,
             opts: &self.opts,
@@ -349,8 +354,7 @@ impl IntervalBuilder {
             .map(|(d, s)| (d, s.clone()))
             .collect();
         let lost = self.lost_total - self.lost_at_start.min(self.lost_total);
-        let mut sinks: Vec<(Dev, IntervalSink)> =
-            std::mem::take(&mut self.sinks).into_iter().collect();
+        let mut sinks = self.sinks.take_entries();
         sinks.sort_by_key(|(d, _)| *d);
         let mut devices = Vec::new();
         for (dev, mut sink) in sinks {
@@ -478,10 +482,8 @@ impl Reorder {
     pub fn release(&mut self, watermark: u64, mut f: impl FnMut(&Event)) {
         loop {
             // The oldest (time, arrival) among the runs' heads and the heap's top.
-            let mut best: Option<((u64, u64), Option<usize>)> = self
-                .held
-                .peek()
-                .map(|Reverse((t, a, _))| ((*t, *a), None));
+            let mut best: Option<((u64, u64), Option<usize>)> =
+                self.held.peek().map(|Reverse((t, a, _))| ((*t, *a), None));
             for (cpu, run) in self.runs.iter().enumerate() {
                 if let Some((a, ev)) = run.front() {
                     let key = (ev.ts_ns, *a);
