@@ -22,6 +22,10 @@ pub fn text(app: &mut App) -> String {
     };
     let (from, to) = (snap.from_ns, snap.to_ns);
     let (lost, lost_total) = (snap.lost, snap.lost_total);
+    let untraced = match snap.untraced_total {
+        0 => String::new(),
+        n => format!(" untraced completions {n}"),
+    };
     let at = to.saturating_sub(app.started_ns.unwrap_or(from)) as f64 / 1e9;
     let devices = app.devices.len();
     let keep = app.device;
@@ -31,7 +35,7 @@ pub fn text(app: &mut App) -> String {
             continue;
         };
         out.push_str(&format!(
-            "{} {} {} t+{at:.1}s [{:.3}..{:.3}] lost {lost} ({lost_total} total)\n",
+            "{} {} {} t+{at:.1}s [{:.3}..{:.3}] lost {lost} ({lost_total} total){untraced}\n",
             d.info.name,
             d.info.scheduler.as_deref().unwrap_or("?"),
             tunables(&d.info),

@@ -20,6 +20,7 @@ use anyhow::Context;
 use crate::{
     btf::Btf,
     capture::{Capture, CaptureOptions, ProgramSet},
+    completions::CompletionTally,
     devices::Disk,
     probe::KernelLayout,
     record::{ClockBase, DeviceInfo},
@@ -171,8 +172,16 @@ async fn collect(
     };
     let start = ClockBase::now().monotonic_ns;
     let mut builder = IntervalBuilder::new(devices, start, config.interval.as_nanos() as u64);
+    // As `record` does: the kernel's own completion counters, against the events.
+    let mut tally = CompletionTally::start(
+        config
+            .disks
+            .iter()
+            .filter(|d| d.request_based)
+            .map(|d| (d.name.as_str(), d.dev)),
+    );
     let _ = ready.send(Ok(capture.skipped.clone()));
-    if let Err(e) = run(&mut capture, &mut builder, &tx, &stop).await {
+    if let Err(e) = run(&mut capture, &mut builder, &mut tally, &tx, &stop).await {
         let _ = tx.send(Message::Failed(e.to_string()));
     }
 }
@@ -180,6 +189,7 @@ async fn collect(
 async fn run(
     capture: &mut Capture,
     builder: &mut IntervalBuilder,
+    tally: &mut CompletionTally,
     tx: &SyncSender<Message>,
     stop: &AtomicBool,
 ) -> anyhow::Result<()> {
@@ -189,6 +199,7 @@ async fn run(
     while !stop.load(Ordering::Relaxed) {
         capture.next_batch(&mut batch, DRAIN_EVERY).await?;
         for ev in batch.drain(..) {
+            tally.event(&ev);
             reorder.push(ev);
         }
         let watermark = ClockBase::now()
@@ -196,6 +207,10 @@ async fn run(
             .saturating_sub(REORDER_DELAY_NS);
         if watermark >= builder.window().to {
             builder.set_lost(capture.stats()?.lost());
+            // Snapshots older than the reorder delay have all their events by now.
+            tally.settle(watermark);
+            tally.snapshot();
+            builder.set_untraced(tally.checks().iter().map(|c| c.untraced()).sum());
         }
         reorder.release(watermark, |ev| builder.push(ev, &mut done));
         builder.advance_to(watermark, &mut done);

@@ -97,6 +97,10 @@ pub struct Snapshot {
     /// since the start.
     pub lost: u64,
     pub lost_total: u64,
+    /// Completed requests the kernel counted (`/sys/block/X/stat`) that no completion event
+    /// reported, since the start (checked about half a second behind; see
+    /// `completions::CompletionTally`). Not a loss of ours: the tracepoint did not fire.
+    pub untraced_total: u64,
     /// Events that arrived after their interval was closed (not counted in it).
     pub late_total: u64,
 }
@@ -241,6 +245,7 @@ pub struct IntervalBuilder {
     /// Tasks seen (comm, cgroup), for cgroup paths in the reports.
     pub processes: BTreeMap<u32, ProcessInfo>,
     lost_total: u64,
+    untraced_total: u64,
     lost_at_start: u64,
     late: u64,
     session_start: u64,
@@ -271,6 +276,7 @@ impl IntervalBuilder {
             last_pid: 0,
             processes: BTreeMap::new(),
             lost_total: 0,
+            untraced_total: 0,
             lost_at_start: 0,
             late: 0,
             session_start: start_ns,
@@ -306,6 +312,11 @@ impl IntervalBuilder {
     /// The kernel's cumulative loss counter, as last read.
     pub fn set_lost(&mut self, lost_total: u64) {
         self.lost_total = lost_total;
+    }
+
+    /// The completion check's count so far (see [`Snapshot::untraced_total`]).
+    pub fn set_untraced(&mut self, untraced_total: u64) {
+        self.untraced_total = untraced_total;
     }
 
     /// One event, in time order. Intervals it moves past are closed into `out`.
@@ -400,6 +411,7 @@ impl IntervalBuilder {
             devices,
             lost,
             lost_total: self.lost_total,
+            untraced_total: self.untraced_total,
             late_total: self.late,
         }
     }

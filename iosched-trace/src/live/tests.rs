@@ -475,6 +475,17 @@ fn batch_text_has_a_row_per_process_and_json_keeps_absolute_times() {
     let mut app = synth_app();
     let text = super::batch::text(&mut app);
     assert!(text.starts_with("synth0 mq-deadline read_expire=500 write_expire=5000 fifo_batch=16"));
+    // Completions the kernel counted without an event show only when there are some.
+    assert!(!text.contains("untraced"), "{text}");
+    app.latest.as_mut().unwrap().untraced_total = 3;
+    let with = super::batch::text(&mut app);
+    assert!(
+        with.lines()
+            .next()
+            .unwrap()
+            .ends_with("untraced completions 3"),
+        "{with}"
+    );
     for p in 0..6 {
         assert!(text.contains(&format!("synth{p}")), "{text}");
     }

@@ -241,11 +241,15 @@ fn render_header(app: &App, frame: &mut Frame, area: Rect) {
         )));
     }
     first.push(Span::raw(format!(
-        " {}{} | lost {} ({} total) | t+{at:.0}s | {}",
+        " {}{} | lost {} ({} total){} | t+{at:.0}s | {}",
         d.info.scheduler.as_deref().unwrap_or("?"),
         if app.paused { " | PAUSED" } else { "" },
         snap.lost,
         snap.lost_total,
+        match snap.untraced_total {
+            0 => String::new(),
+            n => format!(" | untraced {n}"),
+        },
         tunables(&d.info),
     )));
     let second = match d.report.devices.first() {

@@ -275,10 +275,11 @@ impl CompletionCheck {
         k.reads.saturating_sub(t.reads) + writes + k.discards.saturating_sub(t.discards)
     }
 
-    /// How far [`untraced`](Self::untraced) may be off: a request completing while a snapshot
-    /// was read is traced before the read and counted after it (the kernel counts a request
-    /// a few microseconds after its completion event), so each request in flight at a
-    /// snapshot may shift the balance by one.
+    /// How many more than [`untraced`](Self::untraced) there may be: the kernel counts a
+    /// request a few microseconds after its completion event, so a request completing while a
+    /// snapshot was read can be traced before it and counted after it. That can hide an
+    /// untraced completion, never invent one; each request in flight at a snapshot may hide
+    /// one.
     pub fn uncertainty(&self) -> u64 {
         self.start.in_flight + self.end.in_flight
     }
@@ -299,7 +300,9 @@ impl CompletionCheck {
         let (k, t) = (self.kernel(), self.traced);
         let give_or_take = match self.uncertainty() {
             0 => String::new(),
-            u => format!(", give or take {u} in flight at the counter reads"),
+            u => format!(
+                ", and up to {u} more may hide behind requests in flight at the counter reads"
+            ),
         };
         let writes_note = if self.writes_compared() {
             ""
