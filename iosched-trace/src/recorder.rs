@@ -59,6 +59,9 @@ pub struct RecordSummary {
     pub ended_by: String,
 }
 
+/// The header note of a recording made with `--no-plugs` (readers look for it).
+pub const NOTE_NO_PLUGS: &str = "plug and unplug were not traced (--no-plugs)";
+
 /// How often the file is flushed and the loss counters are saved: what a kill -9 can cost.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// How long to wait for a wake-up before draining anyway (events below the wake-up threshold).
@@ -98,9 +101,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         header.notes.push(note);
     }
     if !config.plugs {
-        header
-            .notes
-            .push("plug and unplug were not traced (--no-plugs)".into());
+        header.notes.push(NOTE_NO_PLUGS.into());
     }
     if blkio_v1 {
         header.notes.push(

@@ -97,7 +97,7 @@ fn latency_table(out: &mut String, indent: &str, stages: &BTreeMap<&'static str,
     }
 }
 
-fn device_section(out: &mut String, d: &DeviceReport) {
+fn device_section(out: &mut String, d: &DeviceReport, plugs_recorded: bool) {
     let _ = writeln!(
         out,
         "{} ({})  scheduler {}  rotational {}",
@@ -147,16 +147,24 @@ fn device_section(out: &mut String, d: &DeviceReport) {
     );
     let _ = writeln!(out, "  seeks Q2Q {}", seek_line(&d.seeks_q2q));
     let _ = writeln!(out, "  seeks D2D {}", seek_line(&d.seeks_d2d));
-    let _ = writeln!(
-        out,
-        "  plugs     {} plugs, {} explicit + {} timer unplugs, {:.1} requests per unplug; \
-         {:.2} bios waiting at each Q",
-        d.plugs.plugs,
-        d.plugs.unplugs_explicit,
-        d.plugs.unplugs_timer,
-        d.plugs.mean_requests_per_unplug,
-        d.active_at_q_mean
-    );
+    if plugs_recorded {
+        let _ = writeln!(
+            out,
+            "  plugs     {} plugs, {} explicit + {} timer unplugs, {:.1} requests per unplug; \
+             {:.2} bios waiting at each Q",
+            d.plugs.plugs,
+            d.plugs.unplugs_explicit,
+            d.plugs.unplugs_timer,
+            d.plugs.mean_requests_per_unplug,
+            d.active_at_q_mean
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  plugs     not recorded (--no-plugs); {:.2} bios waiting at each Q",
+            d.active_at_q_mean
+        );
+    }
     if d.errors > 0 {
         let _ = writeln!(out, "  errors    {} completions failed", d.errors);
     }
@@ -266,7 +274,7 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(out, "(no block I/O in this window)");
     }
     for d in &r.devices {
-        device_section(&mut out, d);
+        device_section(&mut out, d, t.plugs_recorded);
         out.push('\n');
     }
 

@@ -53,6 +53,9 @@ pub struct TraceSummary {
     pub untraced_completions: Option<u64>,
     /// The checks behind `untraced_completions`, per device.
     pub completion_checks: Vec<crate::record::CompletionCheck>,
+    /// False when the recording left plug and unplug out (`record --no-plugs`): the plug
+    /// figures are then zero for want of events, not of plugging.
+    pub plugs_recorded: bool,
     pub anomalies: Anomalies,
     pub warnings: Vec<String>,
     pub filters: Vec<String>,
@@ -541,6 +544,9 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
                 .stats()
                 .map(|s| s.completions.clone())
                 .unwrap_or_default(),
+            plugs_recorded: !source
+                .header()
+                .is_some_and(|h| h.notes.iter().any(|n| n == crate::recorder::NOTE_NO_PLUGS)),
             anomalies: anomalies.clone(),
             warnings,
             filters,
