@@ -307,3 +307,50 @@ fn tiny_ring_counts_what_it_loses() {
         "dump does not show the loss"
     );
 }
+
+/// `--no-plugs` leaves out plug and unplug and nothing else: the same known writes still give
+/// exactly N queues, issues and completions, and the recording says plugs were not traced.
+#[test]
+fn no_plugs_leaves_out_only_plug_and_unplug() {
+    if !real_kernel_available("no_plugs_leaves_out_only_plug_and_unplug") {
+        return;
+    }
+    const N: u64 = 32;
+    let disk = LoopDevice::new("noplugs", 64, "mq-deadline").unwrap();
+    let out = ScratchDir::new("out-noplugs").unwrap();
+    let file = out.path().join("rec.istrace");
+    let mut recorder = Recorder::start(&[&disk.name], &file, &["--no-plugs"]).unwrap();
+    dd(&[
+        "if=/dev/zero",
+        &format!("of={}", disk.path.display()),
+        "bs=4096",
+        &format!("count={N}"),
+        "oflag=direct",
+    ])
+    .unwrap();
+    recorder.stop().unwrap();
+    let rec = read_recording(&file).unwrap();
+    assert_eq!(rec.lost, 0);
+    let count = |kind: EventKind| rec.events.iter().filter(|e| e.kind == kind).count() as u64;
+    assert_eq!(count(EventKind::Plug) + count(EventKind::Unplug), 0);
+    let writes = |kind: EventKind| {
+        rec.events
+            .iter()
+            .filter(|e| e.kind == kind && e.op == Op::Write)
+            .count() as u64
+    };
+    assert_eq!(writes(EventKind::Queue), N);
+    assert_eq!(writes(EventKind::Insert), N);
+    assert_eq!(writes(EventKind::Issue), N);
+    assert_eq!(writes(EventKind::Complete), N);
+    let report = Command::new(binary())
+        .args(["report"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(
+        text.contains("plugs     not recorded (--no-plugs)"),
+        "{text}"
+    );
+}
