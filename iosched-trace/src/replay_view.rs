@@ -235,9 +235,15 @@ pub fn decision_text(r: &Replayer, d: &Decided) -> String {
             sync,
             budget,
         } => format!(
-            "serve {}{} (budget {budget} sectors)",
+            "serve {}{}{}",
             n(*stream),
-            if *sync { "" } else { " async" }
+            if *sync { "" } else { " async" },
+            // CFQ gives time slices, not budgets (see its slice decision).
+            if *budget > 0 {
+                format!(" (budget {budget} sectors)")
+            } else {
+                String::new()
+            }
         ),
         Expire {
             stream,

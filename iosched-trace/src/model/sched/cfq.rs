@@ -123,6 +123,8 @@ struct Queue {
     slice_start: u64,
     slice_end: u64,
     slice_dispatch: u32,
+    /// Sectors dispatched in this slice (logged at expiry).
+    slice_sectors: u32,
     fifo_checked: bool,
     idle_window: bool,
     deep: bool,
@@ -296,6 +298,7 @@ impl Cfq {
             slice_start: 0,
             slice_end: 0,
             slice_dispatch: 0,
+            slice_sectors: 0,
             fifo_checked: false,
             // `cfq_init_cfqq`: sync queues start with the idle window.
             idle_window: r.sync && class != CLASS_IDLE,
@@ -465,7 +468,7 @@ impl Cfq {
         if timed_out && !qq.slice_new {
             qq.slice_resid = qq.slice_end as i64 - now as i64;
         }
-        let (stream, sync, served) = (qq.stream, qq.sync, qq.slice_dispatch);
+        let (stream, sync, served) = (qq.stream, qq.sync, qq.slice_sectors);
         if qq.sorted.is_empty() {
             self.del_rr(q);
         } else {
@@ -494,6 +497,7 @@ impl Cfq {
         qq.slice_new = true;
         qq.slice_end = 0;
         qq.slice_dispatch = 0;
+        qq.slice_sectors = 0;
         qq.fifo_checked = false;
         let (stream, sync) = (qq.stream, qq.sync);
         self.active = Some(q);
@@ -833,6 +837,7 @@ impl Scheduler for Cfq {
         self.total_queued -= 1;
         qq.dispatched += 1;
         qq.slice_dispatch += 1;
+        qq.slice_sectors += ctx.rqs[rq as usize].sectors;
         qq.last_pos = ctx.rqs[rq as usize].end();
         self.in_flight[usize::from(sync)] += 1;
         // An async queue expires after its request quota when others wait; an idle-class
