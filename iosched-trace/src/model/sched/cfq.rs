@@ -410,9 +410,11 @@ impl Cfq {
                 .unwrap_or(now as i64);
             first - FRONT_NS
         } else {
-            // `cfq_slice_offset`: lower priorities start later.
+            // `cfq_slice_offset`: (other busy queues) x (the longest slice - this queue's):
+            // lower priorities start later.
             let qq = &self.queues[q];
-            let offset = u64::from(self.busy.saturating_sub(u32::from(!qq.on_rr)))
+            let others = self.busy.saturating_sub(u32::from(qq.on_rr));
+            let offset = u64::from(others)
                 * self
                     .prio_slice(true, 0)
                     .saturating_sub(self.prio_slice(qq.sync, qq.prio));
