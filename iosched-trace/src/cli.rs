@@ -67,7 +67,8 @@ pub struct ModelBenchArgs {
 pub struct ReplayArgs {
     /// A trace (recording or blktrace files).
     pub file: PathBuf,
-    /// Scheduler model: none, mq-deadline, bfq, kyber (default: the recorded one). Settings
+    /// Scheduler model: none, mq-deadline, bfq, kyber, cfq (legacy, before 4.20) (default:
+    /// the recorded one). Settings
     /// may follow a colon: `bfq:slice_idle=0,kernel=5.2`.
     #[arg(long, value_name = "SCHED")]
     pub sched: Option<String>,
@@ -84,8 +85,8 @@ pub struct ReplayArgs {
     /// A device model (JSON) instead of the one fitted from the trace.
     #[arg(long, value_name = "FILE")]
     pub device_profile: Option<PathBuf>,
-    /// Print the model's first N decisions (BFQ: in-service switches, idling and why,
-    /// expirations, injections).
+    /// Print the model's first N decisions (BFQ, CFQ: in-service switches, idling and why,
+    /// expirations, injections, CFQ's slices).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub decisions: usize,
     /// One JSON document instead of text.

@@ -69,7 +69,7 @@ fn model_bench(args: &iosched_trace::cli::ModelBenchArgs) -> anyhow::Result<Exit
         Some(scenarios::flat_disk(100_000.0, 20_000.0)),
         vec![0, 1],
     )?;
-    for kind in SchedKind::ALL {
+    for kind in SchedKind::ALL.into_iter().chain(SchedKind::LEGACY) {
         let cfg = replay::Config::parse(kind.name(), &Default::default())?;
         let mut secs = f64::INFINITY;
         let mut requests = 0;

@@ -235,9 +235,15 @@ pub fn decision_text(r: &Replayer, d: &Decided) -> String {
             sync,
             budget,
         } => format!(
-            "serve {}{} (budget {budget} sectors)",
+            "serve {}{}{}",
             n(*stream),
-            if *sync { "" } else { " async" }
+            if *sync { "" } else { " async" },
+            // CFQ gives time slices, not budgets (see its slice decision).
+            if *budget > 0 {
+                format!(" (budget {budget} sectors)")
+            } else {
+                String::new()
+            }
         ),
         Expire {
             stream,
@@ -294,6 +300,16 @@ pub fn decision_text(r: &Replayer, d: &Decided) -> String {
         ),
         Throttled { domain } => format!("{domain} domain out of tokens"),
         Merge { stream, into } => format!("merge {}'s queue into {}'s", n(*stream), n(*into)),
+        Slice {
+            stream,
+            sync,
+            slice_ns,
+        } => format!(
+            "slice of {}{}: {:.1} ms",
+            n(*stream),
+            if *sync { "" } else { " async" },
+            *slice_ns as f64 / 1e6
+        ),
     };
     format!("{:>12.6} s  {what}", d.t as f64 / 1e9)
 }

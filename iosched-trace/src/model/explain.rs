@@ -317,6 +317,10 @@ pub fn explain(
         }
     }
 
+    if base_cfg.sched == SchedKind::Cfq {
+        findings.extend(cfq_idling(r, &base, recorded)?);
+    }
+
     // Missing merges: contiguous bios of one process that went out as separate requests.
     let recorded_ratio = recorded.merge_ratio;
     let contiguous = contiguous_bios(r);
@@ -485,4 +489,54 @@ fn positioning_share(r: &Replayer) -> Option<f64> {
         head = Some(s.sector + u64::from(s.sectors));
     }
     (total > 0.0).then(|| pos / total)
+}
+
+/// CFQ's idling (slice_idle, group_idle) on a process whose next I/O waits for another
+/// process's: the idle timer runs out while the other process's request waits.
+fn cfq_idling(r: &Replayer, base: &Run, recorded: &Summary) -> Result<Vec<Finding>, ReplayError> {
+    let w = &r.workload;
+    let name = |s: u32| w.stream_name(s);
+    let no_idle = r.run(&cfg(
+        SchedKind::Cfq,
+        &[("slice_idle", "0"), ("group_idle", "0")],
+    ))?;
+    let est = estimate(&no_idle, base, recorded, &[]);
+    let mut findings = Vec::new();
+    for (s, st) in w.streams.iter().enumerate() {
+        let s = s as u32;
+        let (n, idle_ns, reasons) = replay::idle_episodes(&base.decisions, s);
+        let share = idle_ns as f64 / (base.summary.duration_s * 1e9).max(1.0);
+        let dependency = !st.depends_on.is_empty()
+            || w.streams
+                .iter()
+                .any(|o| o.depends_on.iter().any(|(d, _)| *d == s));
+        if n == 0 || share < 0.05 || !dependency || est.change_pct < MIN_EFFECT_PCT {
+            continue;
+        }
+        let too_idle = replay::expirations(&base.decisions, s)
+            .get(&super::sched::ExpireReason::TooIdle)
+            .copied()
+            .unwrap_or(0);
+        let reasons: Vec<String> = reasons
+            .iter()
+            .map(|(r, k)| format!("{} x{k}", r.name()))
+            .collect();
+        findings.push(Finding {
+            cause: "idling_on_dependency",
+            title: format!(
+                "CFQ idles on {} waiting for its next request, but that request depends on \
+                 another process's I/O, which the idling holds back",
+                name(s)
+            ),
+            evidence: vec![format!(
+                "model: CFQ idled {n} times on {} ({:.1} ms in all; {too_idle} slices ended \
+                 by the idle timer); idling because: {}",
+                name(s),
+                idle_ns as f64 / 1e6,
+                reasons.join(", ")
+            )],
+            estimate: Some(est.clone()),
+        });
+    }
+    Ok(findings)
 }

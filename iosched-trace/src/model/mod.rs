@@ -4,7 +4,8 @@
 //! - [`workload`]: per-process request streams and their triggers (closed/open loop,
 //!   dependencies between processes), extracted from a trace.
 //! - [`device`]: the device's service time, fitted from the trace's D2C or given.
-//! - [`sched`]: scheduler models (none, mq-deadline, bfq, kyber), pure and deterministic,
+//! - [`sched`]: scheduler models (none, mq-deadline, bfq, kyber, legacy cfq), pure and
+//!   deterministic,
 //!   logging their decisions.
 //! - [`sim`]: the discrete-event simulator; it writes our own events, so a replay is
 //!   analysed by [`crate::analysis`], the same code as a recording.

@@ -39,7 +39,7 @@ fn kind_name<S: serde::Serializer>(k: &SchedKind, s: S) -> Result<S::Ok, S::Erro
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
-    #[error("unknown scheduler {0:?} (known: none, mq-deadline, bfq, kyber)")]
+    #[error("unknown scheduler {0:?} (known: none, mq-deadline, bfq, kyber, cfq)")]
     UnknownScheduler(String),
     #[error(transparent)]
     Setting(#[from] SettingError),
@@ -142,6 +142,8 @@ pub struct DecisionCounts {
     pub throttled: u64,
     /// Queues merged (BFQ stable merge).
     pub merges: u64,
+    /// Time slices set (CFQ).
+    pub slices: u64,
 }
 
 impl DecisionCounts {
@@ -175,6 +177,7 @@ impl DecisionCounts {
                 Decision::Raise { .. } => c.raises += 1,
                 Decision::Throttled { .. } => c.throttled += 1,
                 Decision::Merge { .. } => c.merges += 1,
+                Decision::Slice { .. } => c.slices += 1,
             }
         }
         c
@@ -333,6 +336,7 @@ impl Replayer {
                 SchedKind::Bfq => sched::bfq::KEYS,
                 SchedKind::MqDeadline => sched::deadline::KEYS,
                 SchedKind::Kyber => sched::kyber::KEYS,
+                SchedKind::Cfq => sched::cfq::KEYS,
                 SchedKind::None => &[],
             };
             for (k, v) in &self.workload.device.iosched {
@@ -340,9 +344,10 @@ impl Replayer {
                     s.0.insert(k.clone(), v.trim().to_string());
                 }
             }
-            // slice_idle_us and slice_idle say the same; keep the finer one only if set.
-            if cfg.settings.0.contains_key("slice_idle") {
-                s.0.remove("slice_idle_us");
+            // `x_us` and `x` say the same (slice_idle, CFQ's slices and latencies); the
+            // recorded finer one gives way to a coarse one the configuration sets.
+            for k in cfg.settings.0.keys() {
+                s.0.remove(&format!("{k}_us"));
             }
         }
         s.0.extend(cfg.settings.0.clone());

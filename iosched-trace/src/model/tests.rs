@@ -254,3 +254,230 @@ fn fresh_sequential_readers_lose_to_weight_raising_below_a_large_burst() {
         "8 readers: {plain} vs {raised} MB/s"
     );
 }
+
+/// CFQ, one sequential reader with no think time: its next request comes as the last one
+/// completes, so every idle ends at once and slices expiring cost nothing.
+#[test]
+fn cfq_single_sequential_reader_loses_nothing_to_idling() {
+    let mut w = empty_workload(vec![stream(300, "reader", 1)]);
+    let mut prev = None;
+    for k in 0..500u64 {
+        let t = prev.map_or(Trigger::At(0), |p| Trigger::AfterCompletion {
+            io: p,
+            delay: 0,
+        });
+        prev = Some(push(&mut w, 0, 1_000_000 + k * 128, 128, Op::Read, true, t));
+    }
+    let r = replayer(w, flat_disk(8e6, 300_000.0));
+    let none = run(&r, "none");
+    let cfq = run(&r, "cfq");
+    let ratio = cfq.summary.mb_per_s / none.summary.mb_per_s;
+    eprintln!(
+        "cfq {:.2} MB/s, none {:.2} MB/s; {:?}",
+        cfq.summary.mb_per_s, none.summary.mb_per_s, cfq.decision_counts
+    );
+    assert!((0.98..1.02).contains(&ratio), "cfq/none {ratio}");
+    assert!(
+        !cfq.decision_counts
+            .idle_ms_by_outcome
+            .contains_key("timer_expired"),
+        "{:?}",
+        cfq.decision_counts
+    );
+}
+
+/// CFQ on seed 001's dependency cycle (dd's write, then jbd2's commit, each released by the
+/// other's completion), one cgroup as CFQ sees it here. CFQ idles on the queue that just
+/// completed (idle window, or the last queue on its tree); the other process's request is
+/// far away and of the same class, so it does not preempt and waits for the idle timer:
+/// each I/O costs SVC + slice_idle instead of SVC + THINK (the think time hides inside the
+/// idle), 2 x (SVC + slice_idle) = 16.8 ms per write pair against mq-deadline's
+/// 2 x (SVC + THINK) = 0.84 ms.
+///
+/// Not quite every idle times out: each queue's think time (its own completion to its next
+/// request) is then slice_idle + SVC + THINK > slice_idle, so the decaying mean climbs past
+/// slice_idle and the idle window closes; when both queues have lost it at once, both are
+/// sync-noidle and the arrival preempts (a free pass, costing THINK), which pulls the means
+/// back under slice_idle. So the time is exactly 2n x (SVC + THINK) plus
+/// (slice_idle - THINK) for each idle that timed out, a few % under the bound above.
+///
+/// With slice_idle=0 the emptied queue is expired (group_idle is skipped with the other
+/// queue busy, or the arrival preempts the group idle), so it runs like mq-deadline.
+#[test]
+fn cfq_dependency_cycle_pays_slice_idle_per_io() {
+    let n = 200;
+    let r = replayer(dsync_cycle(n), flat_disk(SVC, 100_000.0));
+    let dl = run(&r, "mq-deadline");
+    let cfq = run(&r, "cfq");
+    let per_pair = cfq.summary.duration_s / f64::from(n);
+    let expect = 2.0 * (SVC + 8e6) / 1e9;
+    eprintln!(
+        "cfq: {:.3} ms per pair (expected {:.3}); mq-deadline {:.3} ms; {:?}",
+        per_pair * 1e3,
+        expect * 1e3,
+        dl.summary.duration_s / f64::from(n) * 1e3,
+        cfq.decision_counts
+    );
+    assert!(
+        (per_pair - expect).abs() / expect < 0.10,
+        "cfq {per_pair} s per pair, expected {expect}; {:?}",
+        cfq.decision_counts
+    );
+    let too_idle = cfq
+        .decision_counts
+        .expirations
+        .get("too_idle")
+        .copied()
+        .unwrap_or(0);
+    assert!(too_idle > u64::from(n), "{:?}", cfq.decision_counts);
+    // The measured time against the decision log: the waste is the timed-out idles.
+    let accounted =
+        (2.0 * f64::from(n) * (SVC + THINK as f64) + too_idle as f64 * (8e6 - THINK as f64)) / 1e9;
+    assert!(
+        (cfq.summary.duration_s - accounted).abs() / accounted < 0.01,
+        "{} s vs {accounted} s from {too_idle} timed-out idles",
+        cfq.summary.duration_s
+    );
+    let off = run(&r, "cfq:slice_idle=0");
+    let ratio = off.summary.duration_s / dl.summary.duration_s;
+    eprintln!("cfq slice_idle=0: {ratio:.4} x mq-deadline's time");
+    assert!(
+        (ratio - 1.0).abs() < 0.05,
+        "slice_idle=0: {ratio}; {:?}",
+        off.decision_counts
+    );
+}
+
+/// Two sequential readers (closed loop, no think time) far apart on a disk. With idling,
+/// CFQ serves each for a whole slice (slice_sync, 100 ms: two busy queues need 200 ms,
+/// under target_latency, so low_latency does not scale it) before switching: about
+/// duration / slice_sync switches. Without idling, the emptied queue expires at every
+/// completion and the readers alternate request by request.
+#[test]
+fn cfq_two_sequential_readers_alternate_whole_slices() {
+    let per = 2000u64;
+    let mut w = empty_workload(vec![stream(10, "r1", 1), stream(11, "r2", 1)]);
+    for p in 0..2u32 {
+        let mut prev = None;
+        for k in 0..per {
+            let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
+                Trigger::AfterCompletion { io, delay: 0 }
+            });
+            let sector = u64::from(p) * 100_000_000 + k * 64;
+            prev = Some(push(&mut w, p, sector, 64, Op::Read, true, t));
+        }
+    }
+    let r = replayer(w, flat_disk(8e6, 200_000.0));
+    let idling = run(&r, "cfq");
+    let slices = idling.summary.duration_s / 0.1;
+    let switches = idling.decision_counts.in_service as f64;
+    eprintln!(
+        "slice_idle=8: {:.3} s, {switches} switches ({slices:.1} slices of 100 ms); {:?}",
+        idling.summary.duration_s, idling.decision_counts
+    );
+    assert!(
+        (switches - slices).abs() <= 0.2 * slices + 2.0,
+        "{switches} switches vs {slices} slices"
+    );
+    let off = run(&r, "cfq:slice_idle=0");
+    let off_switches = off.decision_counts.in_service as f64;
+    eprintln!(
+        "slice_idle=0: {:.3} s, {off_switches} switches",
+        off.summary.duration_s
+    );
+    assert!(off_switches > (2 * per) as f64 * 0.9, "{off_switches}");
+    // Whole slices keep the head on one reader: far fewer seeks, so faster.
+    assert!(off.summary.duration_s > 5.0 * idling.summary.duration_s);
+}
+
+#[test]
+fn cfq_settings_are_checked() {
+    let r = replayer(dsync_cycle(3), flat_disk(SVC, 100_000.0));
+    let err = |spec: &str| {
+        r.run(&Config::parse(spec, &Settings::default()).unwrap())
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    let e = err("cfq:slice_idel=0");
+    assert!(e.contains("cfq has no tunable \"slice_idel\""), "{e}");
+    assert!(e.contains("target_latency_us"), "{e}");
+    assert!(err("cfq:quantum=many").contains("quantum=many"));
+    // Every 4.19 sysfs attribute is accepted.
+    for k in super::sched::cfq::KEYS {
+        let spec = format!("cfq:{k}=1");
+        assert!(
+            r.run(&Config::parse(&spec, &Settings::default()).unwrap())
+                .is_ok(),
+            "{spec}"
+        );
+    }
+}
+
+/// low_latency (`cfq_scaled_cfqq_slice`): with N busy sync queues a slice is
+/// slice_sync x target_latency / (N x slice_sync), floored at 2 x slice_idle: 10 readers get
+/// 300/10 = 30 ms slices, 20 readers the 16 ms floor; without low_latency 100 ms.
+#[test]
+fn cfq_low_latency_scales_slices_to_the_target_latency() {
+    let readers = |n: u32| {
+        let mut w = empty_workload((0..n).map(|p| stream(10 + p, "fio", 1)).collect());
+        for p in 0..n {
+            let mut prev = None;
+            for k in 0..400u64 {
+                let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
+                    Trigger::AfterCompletion { io, delay: 0 }
+                });
+                let sector = u64::from(p) * 100_000_000 + k * 64;
+                prev = Some(push(&mut w, p, sector, 64, Op::Read, true, t));
+            }
+        }
+        replayer(w, flat_disk(8e6, 200_000.0))
+    };
+    // The slices set once every reader has been served (the average has caught up).
+    let slices_ms = |r: &Replayer, spec: &str, n: usize| -> Vec<f64> {
+        run(r, spec)
+            .decisions
+            .iter()
+            .filter_map(|d| match d.d {
+                super::sched::Decision::Slice { slice_ns, .. } => Some(slice_ns as f64 / 1e6),
+                _ => None,
+            })
+            .skip(n)
+            .take(n)
+            .collect()
+    };
+    for (n, want) in [(10, 30.0), (20, 16.0)] {
+        let r = readers(n as u32);
+        let got = slices_ms(&r, "cfq", n);
+        eprintln!("{n} readers: slices {got:?} ms");
+        assert_eq!(got.len(), n);
+        assert!(got.iter().all(|s| (s - want).abs() < 0.01), "{got:?}");
+        let plain = slices_ms(&r, "cfq:low_latency=0", n);
+        assert!(plain.iter().all(|s| (s - 100.0).abs() < 0.01), "{plain:?}");
+    }
+}
+
+/// The seed-001 cycle recorded under CFQ: explain names CFQ's idling on the dependency
+/// first, and turning idling off gives mq-deadline's speed (~18x here: 16.8 ms per write pair
+/// against 0.84 ms, less the free passes).
+#[test]
+fn explain_finds_cfq_idling_on_a_dependency() {
+    let n = 200;
+    let dev = flat_disk(SVC, 100_000.0);
+    let w = dsync_cycle(n);
+    let events = super::scenarios::trace(&w, &dev, SchedKind::Cfq, &Settings::default()).unwrap();
+    let mut info = w.device.clone();
+    info.scheduler = Some("cfq".into());
+    let mut src = MemorySource::new(vec![info.clone()], events.clone());
+    let extracted = workload::extract(&mut src, None).unwrap();
+    let r = Replayer::new(extracted, None, vec![0, 1]).unwrap();
+    let mut src = MemorySource::new(vec![info], events);
+    let (recorded, report) =
+        super::replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let e = explain::explain(&r, &recorded, &report).unwrap();
+    let first = &e.findings[0];
+    assert_eq!(first.cause, "idling_on_dependency", "{e:#?}");
+    assert!(first.title.starts_with("CFQ idles on"), "{}", first.title);
+    let est = first.estimate.as_ref().unwrap();
+    assert!(est.change_pct > 1000.0, "{est:?}");
+}

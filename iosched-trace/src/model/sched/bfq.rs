@@ -629,7 +629,8 @@ impl Bfq {
                 ExpireReason::BudgetTimeout => (2 * b).min(max),
                 ExpireReason::BudgetExhausted => (4 * b).min(max),
                 ExpireReason::NoMoreRequests => served.max(min),
-                ExpireReason::Preempted => b,
+                // CFQ's reasons; BFQ never gives them.
+                ExpireReason::Preempted | ExpireReason::SliceUsed | ExpireReason::AsyncRqLimit => b,
             };
         }
         // Timestamps: charge what was served, then reposition for the next budget.

@@ -7,10 +7,12 @@
 //! - [`deadline`] is mq-deadline.
 //! - [`bfq`] is BFQ (per-process queues, B-WF2Q+, budgets, idling, injection, raising).
 //! - [`kyber`] is Kyber's per-domain token pools.
+//! - [`cfq`] is legacy CFQ (time slices per process, idling; removed in 4.20).
 //!
 //! Owns: scheduling decisions. Must not: time the device, emit events.
 
 pub mod bfq;
+pub mod cfq;
 pub mod deadline;
 pub mod kyber;
 pub mod none;
@@ -124,6 +126,10 @@ pub enum ExpireReason {
     BudgetExhausted,
     NoMoreRequests,
     Preempted,
+    /// CFQ: the queue's time slice ran out.
+    SliceUsed,
+    /// CFQ: an async queue dispatched its `slice_async_rq`-derived request quota.
+    AsyncRqLimit,
 }
 
 impl ExpireReason {
@@ -134,6 +140,8 @@ impl ExpireReason {
             Self::BudgetExhausted => "budget_exhausted",
             Self::NoMoreRequests => "no_more_requests",
             Self::Preempted => "preempted",
+            Self::SliceUsed => "slice_used",
+            Self::AsyncRqLimit => "async_rq_limit",
         }
     }
 }
@@ -155,6 +163,12 @@ pub enum IdleReason {
     CgroupsPending,
     /// The only busy queue (5.12+: plugging costs nothing then).
     OnlyBusyQueue,
+    /// CFQ: the queue has the idle window (sequential, think time below slice_idle).
+    IdleWindow,
+    /// CFQ: no idle window, but the last queue on its service tree (`cfq_should_idle`).
+    TreeIdle,
+    /// CFQ: `group_idle`: the group's only busy queue.
+    GroupIdle,
 }
 
 impl IdleReason {
@@ -166,6 +180,9 @@ impl IdleReason {
             Self::AsymmetricWeights => "asymmetric_weights",
             Self::CgroupsPending => "cgroups_pending",
             Self::OnlyBusyQueue => "only_busy_queue",
+            Self::IdleWindow => "idle_window",
+            Self::TreeIdle => "tree_idle",
+            Self::GroupIdle => "group_idle",
         }
     }
 }
@@ -241,6 +258,13 @@ pub enum Decision {
         coeff: u32,
         duration_ns: u64,
     },
+    /// CFQ set the in-service queue's time slice (at its first completion), after
+    /// `low_latency` scaling.
+    Slice {
+        stream: u32,
+        sync: bool,
+        slice_ns: u64,
+    },
     /// Kyber or mq-deadline: nothing interesting to log for each dispatch, only throttling.
     Throttled {
         domain: &'static str,
@@ -261,15 +285,20 @@ pub enum SchedKind {
     MqDeadline,
     Bfq,
     Kyber,
+    /// Legacy CFQ (kernels before 4.20).
+    Cfq,
 }
 
 impl SchedKind {
+    /// The schedulers of current (blk-mq) kernels: the alternatives `explain` tries.
     pub const ALL: [SchedKind; 4] = [
         SchedKind::None,
         SchedKind::MqDeadline,
         SchedKind::Bfq,
         SchedKind::Kyber,
     ];
+    /// Schedulers of kernels before 4.20, modelled for old traces and comparisons.
+    pub const LEGACY: [SchedKind; 1] = [SchedKind::Cfq];
 
     pub fn parse(s: &str) -> Option<SchedKind> {
         match s {
@@ -277,6 +306,7 @@ impl SchedKind {
             "mq-deadline" | "deadline" => Some(SchedKind::MqDeadline),
             "bfq" => Some(SchedKind::Bfq),
             "kyber" => Some(SchedKind::Kyber),
+            "cfq" => Some(SchedKind::Cfq),
             _ => None,
         }
     }
@@ -287,6 +317,7 @@ impl SchedKind {
             SchedKind::MqDeadline => "mq-deadline",
             SchedKind::Bfq => "bfq",
             SchedKind::Kyber => "kyber",
+            SchedKind::Cfq => "cfq",
         }
     }
 }
@@ -411,6 +442,7 @@ pub fn build(
         SchedKind::MqDeadline => Box::new(deadline::Deadline::new(settings)?),
         SchedKind::Bfq => Box::new(bfq::Bfq::new(settings, env)?),
         SchedKind::Kyber => Box::new(kyber::Kyber::new(settings)?),
+        SchedKind::Cfq => Box::new(cfq::Cfq::new(settings, env)?),
     })
 }
 

@@ -1,0 +1,933 @@
+//! Legacy CFQ (block/cfq-iosched.c of 4.x, removed in 4.20 with the legacy block layer),
+//! after shared/reference/scheduler-model.md §5:
+//! - one sync queue per process, one async queue per (class, level) shared by all
+//!   processes;
+//! - queues served in time order (`rb_key = now + slice_offset - slice_resid`), RT before
+//!   BE before IDLE;
+//! - time slices (`cfq_prio_slice`: slice_sync/slice_async scaled by priority), started at
+//!   the queue's first completion, scaled down by `low_latency` to fit `target_latency`
+//!   (`cfq_scaled_cfqq_slice`); async queues also expire after
+//!   `2 x slice_async_rq x (8 - prio)` dispatches when others are busy;
+//! - idling (`cfq_should_idle`, `cfq_arm_slice_timer`): on an emptied sync queue with the
+//!   idle window (think time below slice_idle, not seeky unless deep), or the last queue on
+//!   its service tree, or `group_idle` for the group's only busy queue; never past the
+//!   slice; off on non-rotational devices with command queueing;
+//! - dispatch limits (`cfq_may_dispatch`: `quantum`, async held while sync is in flight,
+//!   the async depth ramp of low_latency), the FIFO checked once per slice
+//!   (`fifo_expire_*`), the next request by `cfq_choose_req` (back seeks up to
+//!   back_seek_max, charged back_seek_penalty);
+//! - preemption on insert (`cfq_should_preempt`): sync over async, RT over BE, the active
+//!   queue's slice used, a sync-noidle queue while idling on that tree, metadata, an
+//!   empty active queue that should not idle, a request close to the head while idling.
+//!
+//! Not modelled: cgroups (one root group: no group service tree, vdisktime, `wait_busy`),
+//! workload slices between the sync/sync-noidle/async trees (one tree ordered by `rb_key`
+//! stands for them), close cooperators and queue merging, the IDLE class's idle delay.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use rustc_hash::FxHashMap;
+
+use super::{
+    Ctx, Decided, Decision, ExpireReason, IdleOutcome, IdleReason, RqId, SchedEnv, Scheduler,
+    SettingError, Settings,
+};
+
+/// The 4.19 sysfs attributes of CFQ.
+pub const KEYS: &[&str] = &[
+    "quantum",
+    "fifo_expire_sync",
+    "fifo_expire_async",
+    "back_seek_max",
+    "back_seek_penalty",
+    "slice_sync",
+    "slice_sync_us",
+    "slice_async",
+    "slice_async_us",
+    "slice_async_rq",
+    "slice_idle",
+    "slice_idle_us",
+    "group_idle",
+    "group_idle_us",
+    "low_latency",
+    "target_latency",
+    "target_latency_us",
+];
+
+const MS: u64 = 1_000_000;
+/// `CFQ_SLICE_SCALE`.
+const SLICE_SCALE: u64 = 5;
+/// `CFQQ_SEEK_THR`: a request farther than this from the previous one is a seek.
+const SEEK_THR: u64 = 800;
+/// `CFQQ_SECT_THR_NONROT`: on non-rotational devices small requests count as seeky.
+const SECT_THR_NONROT: u32 = 64;
+/// `CFQQ_CLOSE_THR`: a request this close to the head may preempt an idling queue.
+const CLOSE_THR: u64 = 8192;
+/// `CFQ_HW_QUEUE_MIN`, and the samples before deciding `hw_tag`.
+const HW_QUEUE_MIN: u32 = 5;
+const HW_SAMPLES: u32 = 50;
+/// Preemption puts the new queue this far ahead of the first one (`-HZ`).
+const FRONT_NS: i64 = 1_000_000_000;
+
+const CLASS_RT: u8 = 1;
+const CLASS_BE: u8 = 2;
+const CLASS_IDLE: u8 = 3;
+
+/// CFQ's decaying think-time average (`struct cfq_ttime`), fixed point as in the kernel.
+#[derive(Clone, Copy, Default)]
+struct Ttime {
+    last_end_request: u64,
+    samples: u64,
+    total: u64,
+    mean: u64,
+}
+
+impl Ttime {
+    fn update(&mut self, now: u64, slice_idle: u64) {
+        let elapsed = now
+            .saturating_sub(self.last_end_request)
+            .min(2 * slice_idle);
+        self.samples = (7 * self.samples + 256) / 8;
+        self.total = (7 * self.total + 256 * elapsed) / 8;
+        self.mean = (self.total + 128) / self.samples.max(1);
+    }
+    /// `sample_valid`.
+    fn valid(&self) -> bool {
+        self.samples > 80
+    }
+    /// `cfq_io_thinktime_big`.
+    fn big(&self, limit: u64) -> bool {
+        self.valid() && self.mean > limit
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WorkloadType {
+    Sync,
+    SyncNoIdle,
+    Async,
+}
+
+struct Queue {
+    stream: u32,
+    sync: bool,
+    class: u8,
+    prio: u64,
+    sorted: BTreeSet<(u64, RqId)>,
+    fifo: VecDeque<RqId>,
+    dispatched: u32,
+    on_rr: bool,
+    rb_key: i64,
+    slice_resid: i64,
+    slice_new: bool,
+    slice_start: u64,
+    slice_end: u64,
+    slice_dispatch: u32,
+    /// Sectors dispatched in this slice (logged at expiry).
+    slice_sectors: u32,
+    fifo_checked: bool,
+    idle_window: bool,
+    deep: bool,
+    seek_history: u32,
+    last_request_pos: u64,
+    /// End of the last request dispatched (the head position for `cfq_choose_req`).
+    last_pos: u64,
+    /// The process's think time (`cic->ttime`).
+    ttime: Ttime,
+}
+
+impl Queue {
+    fn seeky(&self) -> bool {
+        self.seek_history.count_ones() > 32 / 8
+    }
+    fn wl_type(&self) -> WorkloadType {
+        if !self.sync {
+            WorkloadType::Async
+        } else if self.idle_window {
+            WorkloadType::Sync
+        } else {
+            WorkloadType::SyncNoIdle
+        }
+    }
+}
+
+pub struct Cfq {
+    quantum: u32,
+    fifo_expire: [u64; 2],
+    back_seek_max: u64,
+    back_seek_penalty: u64,
+    /// [async, sync].
+    slice: [u64; 2],
+    slice_async_rq: u64,
+    slice_idle: u64,
+    group_idle: u64,
+    low_latency: bool,
+    target_latency: u64,
+    rotational: bool,
+    queues: Vec<Queue>,
+    by_key: FxHashMap<(u64, bool), usize>,
+    queue_of: Vec<u32>,
+    rq_pos: Vec<u64>,
+    active: Option<usize>,
+    wait_request: bool,
+    idle_reason: IdleReason,
+    timer: Option<u64>,
+    idle_since: u64,
+    busy: u32,
+    /// `busy_queues_avg` per [BE/IDLE, RT].
+    busy_avg: [u64; 2],
+    in_flight: [u32; 2],
+    last_delayed_sync: u64,
+    hw_tag: Option<bool>,
+    hw_tag_est_depth: u32,
+    hw_samples: u32,
+    total_queued: usize,
+    /// Think time of each (class, workload type) service tree.
+    tree_ttime: FxHashMap<(u8, u8), Ttime>,
+    decisions: Vec<Decided>,
+    now: u64,
+}
+
+/// `name` in ms, or `name_us` in µs when given; as ns.
+fn ms_or_us(s: &Settings, name: &str, default_ms: u64) -> Result<u64, SettingError> {
+    let us = format!("{name}_us");
+    match s.0.get(&us) {
+        Some(_) => Ok(s.u64_or(&us, default_ms * 1000)? * 1000),
+        None => Ok(s.u64_or(name, default_ms)? * MS),
+    }
+}
+
+fn wl_index(t: WorkloadType) -> u8 {
+    match t {
+        WorkloadType::Sync => 0,
+        WorkloadType::SyncNoIdle => 1,
+        WorkloadType::Async => 2,
+    }
+}
+
+impl Cfq {
+    pub fn new(s: &Settings, env: &SchedEnv) -> Result<Cfq, SettingError> {
+        s.check("cfq", KEYS)?;
+        // `cfq_registered_queue` turns idling off on non-rotational devices; a value given
+        // stands for one written to sysfs afterwards.
+        let idle_default = if env.rotational { 8 } else { 0 };
+        Ok(Cfq {
+            quantum: (s.u64_or("quantum", 8)? as u32).max(1),
+            fifo_expire: [
+                s.u64_or("fifo_expire_async", 250)? * MS,
+                s.u64_or("fifo_expire_sync", 125)? * MS,
+            ],
+            back_seek_max: s.u64_or("back_seek_max", 16384)? * 2,
+            back_seek_penalty: s.u64_or("back_seek_penalty", 2)?.max(1),
+            slice: [
+                ms_or_us(s, "slice_async", 40)?.max(1),
+                ms_or_us(s, "slice_sync", 100)?.max(1),
+            ],
+            slice_async_rq: s.u64_or("slice_async_rq", 2)?.max(1),
+            slice_idle: ms_or_us(s, "slice_idle", idle_default)?,
+            group_idle: ms_or_us(s, "group_idle", 8)?,
+            low_latency: s.bool_or("low_latency", true)?,
+            target_latency: ms_or_us(s, "target_latency", 300)?,
+            rotational: env.rotational,
+            queues: Vec::new(),
+            by_key: FxHashMap::default(),
+            queue_of: Vec::new(),
+            rq_pos: Vec::new(),
+            active: None,
+            wait_request: false,
+            idle_reason: IdleReason::IdleWindow,
+            timer: None,
+            idle_since: 0,
+            busy: 0,
+            busy_avg: [0; 2],
+            in_flight: [0; 2],
+            last_delayed_sync: 0,
+            hw_tag: None,
+            hw_tag_est_depth: 0,
+            hw_samples: 0,
+            total_queued: 0,
+            tree_ttime: FxHashMap::default(),
+            decisions: Vec::new(),
+            now: 0,
+        })
+    }
+
+    fn log(&mut self, d: Decision) {
+        self.decisions.push(Decided { t: self.now, d });
+    }
+
+    fn hw_tag(&self) -> bool {
+        // Unknown counts as queueing (the kernel's -1 is truthy).
+        self.hw_tag.unwrap_or(true)
+    }
+
+    fn nonrot_queueing(&self) -> bool {
+        !self.rotational && self.hw_tag()
+    }
+
+    fn queue_for(&mut self, ctx: &Ctx, rq: RqId) -> usize {
+        let r = &ctx.rqs[rq as usize];
+        // ioprio: class in the top 3 bits; none means best effort at level 4 (nice 0).
+        let (class, prio) = match r.ioprio >> 13 {
+            1 => (CLASS_RT, u64::from(r.ioprio & 7)),
+            3 => (CLASS_IDLE, 7),
+            2 => (CLASS_BE, u64::from(r.ioprio & 7)),
+            _ => (CLASS_BE, 4),
+        };
+        let key = if r.sync {
+            (u64::from(r.stream), true)
+        } else {
+            (u64::from(class) << 8 | prio, false)
+        };
+        if let Some(q) = self.by_key.get(&key) {
+            return *q;
+        }
+        let id = self.queues.len();
+        self.queues.push(Queue {
+            stream: r.stream,
+            sync: r.sync,
+            class,
+            prio,
+            sorted: BTreeSet::new(),
+            fifo: VecDeque::new(),
+            dispatched: 0,
+            on_rr: false,
+            rb_key: 0,
+            slice_resid: 0,
+            slice_new: true,
+            slice_start: 0,
+            slice_end: 0,
+            slice_dispatch: 0,
+            slice_sectors: 0,
+            fifo_checked: false,
+            // `cfq_init_cfqq`: sync queues start with the idle window.
+            idle_window: r.sync && class != CLASS_IDLE,
+            deep: false,
+            seek_history: 0,
+            last_request_pos: r.sector,
+            last_pos: r.sector,
+            ttime: Ttime {
+                last_end_request: ctx.now,
+                ..Default::default()
+            },
+        });
+        self.by_key.insert(key, id);
+        id
+    }
+
+    /// `cfq_prio_slice`.
+    fn prio_slice(&self, sync: bool, prio: u64) -> u64 {
+        let base = self.slice[usize::from(sync)];
+        let step = base / SLICE_SCALE;
+        (base + step * 4).saturating_sub(step * prio)
+    }
+
+    /// `cfq_scaled_cfqq_slice`: with low_latency, shrink slices so that all busy queues of
+    /// the class are served within target_latency.
+    fn scaled_slice(&mut self, q: usize) -> u64 {
+        let (sync, prio, class) = (
+            self.queues[q].sync,
+            self.queues[q].prio,
+            self.queues[q].class,
+        );
+        let mut slice = self.prio_slice(sync, prio);
+        if !self.low_latency {
+            return slice;
+        }
+        let rt = usize::from(class == CLASS_RT);
+        let busy = self
+            .queues
+            .iter()
+            .filter(|o| o.on_rr && usize::from(o.class == CLASS_RT) == rt)
+            .count() as u64;
+        // `cfq_group_get_avg_queues`: follows increases fast, decreases slowly.
+        let avg = self.busy_avg[rt];
+        let (lo, hi) = (avg.min(busy), avg.max(busy));
+        self.busy_avg[rt] = (3 * hi + lo + 2) / 4;
+        let iq = self.busy_avg[rt];
+        let sync_slice = self.slice[1];
+        let expect_latency = sync_slice * iq;
+        // One group: its share of target_latency is all of it.
+        let group_slice = self.target_latency;
+        if expect_latency > group_slice {
+            let low_slice = slice.min(2 * self.slice_idle * slice / sync_slice);
+            slice = (slice * group_slice / expect_latency).max(low_slice);
+        }
+        slice
+    }
+
+    fn slice_used(&self, q: usize, now: u64) -> bool {
+        let qq = &self.queues[q];
+        !qq.slice_new && now >= qq.slice_end
+    }
+
+    /// Busy queues on `q`'s service tree (same class and workload type).
+    fn tree_count(&self, q: usize) -> usize {
+        let (class, t) = (self.queues[q].class, self.queues[q].wl_type());
+        self.queues
+            .iter()
+            .filter(|o| o.on_rr && o.class == class && o.wl_type() == t)
+            .count()
+    }
+
+    fn tree_key(&self, q: usize) -> (u8, u8) {
+        (self.queues[q].class, wl_index(self.queues[q].wl_type()))
+    }
+
+    /// `cfq_should_idle`, with the clause that held.
+    fn should_idle(&self, q: usize) -> Option<IdleReason> {
+        let qq = &self.queues[q];
+        if self.slice_idle == 0 || qq.class == CLASS_IDLE {
+            return None;
+        }
+        if qq.idle_window && !self.nonrot_queueing() {
+            return Some(IdleReason::IdleWindow);
+        }
+        let tree_big = self
+            .tree_ttime
+            .get(&self.tree_key(q))
+            .is_some_and(|t| t.big(self.slice_idle));
+        (qq.sync && self.tree_count(q) == 1 && !tree_big).then_some(IdleReason::TreeIdle)
+    }
+
+    fn others_pending(&self, q: usize) -> bool {
+        self.queues
+            .iter()
+            .enumerate()
+            .any(|(i, o)| i != q && !o.sorted.is_empty())
+    }
+
+    /// Onto the service tree (`cfq_service_tree_add`).
+    fn add_rr(&mut self, q: usize, now: u64, front: bool) {
+        let key = if front {
+            let first = self
+                .queues
+                .iter()
+                .enumerate()
+                .filter(|(i, o)| *i != q && o.on_rr)
+                .map(|(_, o)| o.rb_key)
+                .min()
+                .unwrap_or(now as i64);
+            first - FRONT_NS
+        } else {
+            // `cfq_slice_offset`: (other busy queues) x (the longest slice - this queue's):
+            // lower priorities start later.
+            let qq = &self.queues[q];
+            let others = self.busy.saturating_sub(u32::from(qq.on_rr));
+            let offset = u64::from(others)
+                * self
+                    .prio_slice(true, 0)
+                    .saturating_sub(self.prio_slice(qq.sync, qq.prio));
+            let k = now as i64 + offset as i64 - qq.slice_resid;
+            self.queues[q].slice_resid = 0;
+            k
+        };
+        let qq = &mut self.queues[q];
+        qq.rb_key = key;
+        if !qq.on_rr {
+            qq.on_rr = true;
+            self.busy += 1;
+        }
+    }
+
+    fn del_rr(&mut self, q: usize) {
+        if self.queues[q].on_rr {
+            self.queues[q].on_rr = false;
+            self.busy -= 1;
+        }
+    }
+
+    fn end_idle(&mut self, outcome: IdleOutcome) {
+        if !self.wait_request {
+            return;
+        }
+        self.wait_request = false;
+        self.timer = None;
+        if let Some(q) = self.active {
+            let others_pending = self.others_pending(q);
+            let stream = self.queues[q].stream;
+            let waited_ns = self.now - self.idle_since;
+            self.log(Decision::IdleEnd {
+                stream,
+                outcome,
+                waited_ns,
+                others_pending,
+            });
+        }
+    }
+
+    /// `cfq_slice_expired`; `timed_out` keeps the slice's remainder (or overrun) for the
+    /// queue's next position.
+    fn expire(&mut self, q: usize, reason: ExpireReason, timed_out: bool) {
+        let outcome = match reason {
+            ExpireReason::TooIdle => IdleOutcome::TimerExpired,
+            ExpireReason::Preempted => IdleOutcome::Preempted,
+            _ => IdleOutcome::Arrived,
+        };
+        self.end_idle(outcome);
+        let now = self.now;
+        let qq = &mut self.queues[q];
+        if timed_out && !qq.slice_new {
+            qq.slice_resid = qq.slice_end as i64 - now as i64;
+        }
+        let (stream, sync, served) = (qq.stream, qq.sync, qq.slice_sectors);
+        if qq.sorted.is_empty() {
+            self.del_rr(q);
+        } else {
+            self.add_rr(q, now, false);
+        }
+        self.active = None;
+        self.log(Decision::Expire {
+            stream,
+            sync,
+            reason,
+            served,
+            shared: false,
+        });
+    }
+
+    /// The next queue: RT, then BE, then IDLE; in each, the smallest `rb_key`.
+    fn pick_next(&mut self) -> Option<usize> {
+        let q = self
+            .queues
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.on_rr && !o.sorted.is_empty())
+            .min_by_key(|(i, o)| (o.class, o.rb_key, *i))
+            .map(|(i, _)| i)?;
+        let qq = &mut self.queues[q];
+        qq.slice_new = true;
+        qq.slice_end = 0;
+        qq.slice_dispatch = 0;
+        qq.slice_sectors = 0;
+        qq.fifo_checked = false;
+        let (stream, sync) = (qq.stream, qq.sync);
+        self.active = Some(q);
+        self.log(Decision::InService {
+            stream,
+            sync,
+            budget: 0,
+        });
+        Some(q)
+    }
+
+    /// `cfq_select_queue`.
+    fn select_queue(&mut self, ctx: &Ctx) -> Option<usize> {
+        for _ in 0..(self.queues.len() * 2 + 4) {
+            let Some(q) = self.active else {
+                self.pick_next()?;
+                continue;
+            };
+            if self.slice_used(q, ctx.now) {
+                self.expire(q, ExpireReason::SliceUsed, false);
+                continue;
+            }
+            if !self.queues[q].sorted.is_empty() {
+                self.end_idle(IdleOutcome::Arrived);
+                return Some(q);
+            }
+            if self.wait_request {
+                return None;
+            }
+            // A deep seeky queue the device outruns loses its idle window.
+            let qq = &self.queues[q];
+            if qq.seeky()
+                && qq.idle_window
+                && (qq.slice_new
+                    || qq.slice_end.saturating_sub(ctx.now)
+                        > ctx.now.saturating_sub(qq.slice_start))
+            {
+                let qq = &mut self.queues[q];
+                qq.deep = false;
+                qq.idle_window = false;
+            }
+            if self.queues[q].dispatched > 0 && self.should_idle(q).is_some() {
+                return None;
+            }
+            // check_group_idle: the group's only queue waits for its requests in flight.
+            if self.group_idle > 0 && self.busy == 1 && ctx.in_driver > 0 {
+                return None;
+            }
+            self.expire(q, ExpireReason::NoMoreRequests, false);
+        }
+        None
+    }
+
+    /// `cfq_may_dispatch`.
+    fn may_dispatch(&self, ctx: &Ctx, q: usize) -> bool {
+        let qq = &self.queues[q];
+        if self.in_flight[1] > 0 && !qq.sync {
+            return false;
+        }
+        if self.in_flight[0] > 0 && self.should_idle(q).is_some() {
+            return false;
+        }
+        let mut max = (self.quantum / 2).max(1);
+        if qq.class == CLASS_IDLE {
+            max = 1;
+        }
+        if qq.dispatched >= max {
+            if qq.class == CLASS_IDLE {
+                return false;
+            }
+            let busy_sync = self.queues.iter().filter(|o| o.on_rr && o.sync).count();
+            let promote_sync = qq.sync && busy_sync == 1;
+            // `cfq_slice_used_soon`.
+            let used_soon =
+                qq.slice_new || ctx.now + self.slice_idle * u64::from(qq.dispatched) > qq.slice_end;
+            if self.busy > 1 && used_soon && !promote_sync {
+                return false;
+            }
+            max = if self.busy == 1 || promote_sync {
+                u32::MAX
+            } else {
+                self.quantum
+            };
+        }
+        // Async depth ramps up with the time since a sync request was last delayed.
+        if !qq.sync && self.low_latency {
+            let mut depth = (ctx.now.saturating_sub(self.last_delayed_sync) / self.slice[1])
+                .min(u64::from(u32::MAX)) as u32;
+            if depth == 0 && qq.dispatched == 0 {
+                depth = 1;
+            }
+            max = max.min(depth);
+        }
+        qq.dispatched < max
+    }
+
+    /// The queue's next request: the FIFO's head once per slice if expired, else
+    /// `cfq_choose_req` between the next request ahead of the head and the one behind it.
+    fn next_rq(&mut self, ctx: &Ctx, q: usize) -> Option<RqId> {
+        let expire = self.fifo_expire[usize::from(self.queues[q].sync)];
+        let rq_pos = &self.rq_pos;
+        let qq = &mut self.queues[q];
+        while let Some(&f) = qq.fifo.front() {
+            if rq_pos.get(f as usize).is_some_and(|p| *p != u64::MAX) {
+                break;
+            }
+            qq.fifo.pop_front();
+        }
+        if !qq.fifo_checked {
+            qq.fifo_checked = true;
+            if let Some(&f) = qq.fifo.front()
+                && ctx.rqs[f as usize].inserted + expire <= ctx.now
+            {
+                return Some(f);
+            }
+        }
+        let head = qq.last_pos;
+        let ahead = qq.sorted.range((head, 0)..).next().copied();
+        let behind = qq.sorted.range(..(head, 0)).next_back().copied();
+        let back = behind.filter(|(s, _)| head - s <= self.back_seek_max);
+        match (ahead, back) {
+            (Some((a, ra)), Some((b, rb))) => {
+                if (head - b) * self.back_seek_penalty < a - head {
+                    Some(rb)
+                } else {
+                    Some(ra)
+                }
+            }
+            (Some((_, r)), None) | (None, Some((_, r))) => Some(r),
+            // Only requests behind, beyond back_seek_max: wrap to the lowest.
+            (None, None) => qq.sorted.iter().next().map(|(_, r)| *r),
+        }
+    }
+
+    /// `cfq_arm_slice_timer`.
+    fn arm_slice_timer(&mut self, ctx: &Ctx, q: usize) {
+        if self.nonrot_queueing() && self.group_idle == 0 {
+            return;
+        }
+        let reason = match self.should_idle(q) {
+            Some(r) => r,
+            None if self.group_idle > 0 => IdleReason::GroupIdle,
+            None => return,
+        };
+        let qq = &self.queues[q];
+        if qq.dispatched > 0 || !ctx.stream_has_future(qq.stream) {
+            return;
+        }
+        // Not past the slice: a think time longer than what is left is not waited for.
+        if qq.ttime.valid() && qq.slice_end.saturating_sub(ctx.now) < qq.ttime.mean {
+            return;
+        }
+        if reason == IdleReason::GroupIdle && self.busy > 1 {
+            return;
+        }
+        let sl = if reason == IdleReason::GroupIdle {
+            self.group_idle
+        } else {
+            self.slice_idle
+        };
+        let stream = qq.stream;
+        self.wait_request = true;
+        self.idle_reason = reason;
+        self.timer = Some(ctx.now + sl);
+        self.idle_since = ctx.now;
+        let others_pending = self.others_pending(q);
+        self.log(Decision::Idle {
+            stream,
+            reason,
+            slice_ns: sl,
+            others_pending,
+        });
+    }
+
+    /// `cfq_should_preempt`: may a request for `new` (not active) take over?
+    fn should_preempt(&self, ctx: &Ctx, new: usize, rq: RqId) -> bool {
+        let Some(a) = self.active else {
+            return false;
+        };
+        let (nq, aq) = (&self.queues[new], &self.queues[a]);
+        let r = &ctx.rqs[rq as usize];
+        if nq.class == CLASS_IDLE {
+            return false;
+        }
+        if aq.class == CLASS_IDLE {
+            return true;
+        }
+        if aq.class == CLASS_RT && nq.class != CLASS_RT {
+            return false;
+        }
+        if r.sync && !aq.sync && nq.sync {
+            return true;
+        }
+        if self.slice_used(a, ctx.now) {
+            return true;
+        }
+        if nq.class == CLASS_RT && aq.class != CLASS_RT {
+            return true;
+        }
+        if aq.wl_type() == WorkloadType::SyncNoIdle
+            && nq.wl_type() == WorkloadType::SyncNoIdle
+            && aq.sorted.is_empty()
+        {
+            return true;
+        }
+        let active_meta = aq.sorted.iter().any(|(_, x)| ctx.rqs[*x as usize].meta);
+        if r.meta && !active_meta {
+            return true;
+        }
+        if aq.sorted.is_empty() && self.should_idle(a).is_none() {
+            return true;
+        }
+        if !self.wait_request {
+            return false;
+        }
+        // `cfq_rq_close`: as good as the active queue's own next request.
+        r.sector.abs_diff(aq.last_pos) <= CLOSE_THR
+    }
+
+    fn update_hw_tag(&mut self, ctx: &Ctx) {
+        self.hw_tag_est_depth = self.hw_tag_est_depth.max(ctx.in_driver);
+        if self.hw_tag == Some(true) {
+            return;
+        }
+        if self.total_queued as u32 <= HW_QUEUE_MIN && ctx.in_driver <= HW_QUEUE_MIN {
+            return;
+        }
+        self.hw_samples += 1;
+        if self.hw_samples < HW_SAMPLES {
+            return;
+        }
+        self.hw_tag = Some(self.hw_tag_est_depth >= HW_QUEUE_MIN);
+    }
+}
+
+impl Scheduler for Cfq {
+    fn name(&self) -> &'static str {
+        "cfq"
+    }
+
+    fn allow_merge(&self, ctx: &Ctx, rq: RqId, stream: u32, sync: bool) -> bool {
+        // `cfq_allow_bio_merge`: a sync bio only into a request of its own process's queue.
+        let r = &ctx.rqs[rq as usize];
+        r.sync == sync && (!sync || r.stream == stream)
+    }
+
+    fn repositioned(&mut self, ctx: &Ctx, rq: RqId, old_sector: u64) {
+        if let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) {
+            let qq = &mut self.queues[q];
+            if qq.sorted.remove(&(old_sector, rq)) {
+                let s = ctx.rqs[rq as usize].sector;
+                qq.sorted.insert((s, rq));
+                self.rq_pos[rq as usize] = s;
+            }
+        }
+    }
+
+    fn insert(&mut self, ctx: &Ctx, rq: RqId) {
+        self.now = ctx.now;
+        let q = self.queue_for(ctx, rq);
+        if self.queue_of.len() <= rq as usize {
+            self.queue_of.resize(rq as usize + 1, 0);
+            self.rq_pos.resize(rq as usize + 1, u64::MAX);
+        }
+        self.queue_of[rq as usize] = q as u32;
+        let r = &ctx.rqs[rq as usize];
+        let (sector, sectors, sync) = (r.sector, r.sectors, r.sync);
+        let slice_idle = self.slice_idle;
+        let rotational = self.rotational;
+        {
+            let qq = &mut self.queues[q];
+            qq.sorted.insert((sector, rq));
+            qq.fifo.push_back(rq);
+        }
+        self.rq_pos[rq as usize] = sector;
+        self.total_queued += 1;
+        if !self.queues[q].on_rr {
+            self.add_rr(q, ctx.now, false);
+        }
+        // `cfq_rq_enqueued`: think time, seek history, idle window.
+        if sync {
+            let tk = self.tree_key(q);
+            self.tree_ttime
+                .entry(tk)
+                .or_default()
+                .update(ctx.now, slice_idle);
+            let qq = &mut self.queues[q];
+            qq.ttime.update(ctx.now, slice_idle);
+            let sdist = sector.abs_diff(qq.last_request_pos);
+            let seek = if rotational {
+                sdist > SEEK_THR
+            } else {
+                sectors < SECT_THR_NONROT
+            };
+            qq.seek_history = (qq.seek_history << 1) | u32::from(seek);
+            qq.last_request_pos = sector + u64::from(sectors);
+            if qq.sorted.len() >= 4 {
+                qq.deep = true;
+            }
+            if qq.class != CLASS_IDLE {
+                let enable = if slice_idle == 0 || (!qq.deep && qq.seeky()) {
+                    false
+                } else if qq.ttime.valid() {
+                    qq.ttime.mean <= slice_idle
+                } else {
+                    qq.idle_window
+                };
+                qq.idle_window = enable;
+            }
+        }
+        if self.active == Some(q) {
+            if self.wait_request {
+                self.end_idle(IdleOutcome::Arrived);
+            }
+        } else if self.should_preempt(ctx, q, rq) {
+            let a = self.active.expect("preemption needs an active queue");
+            self.expire(a, ExpireReason::Preempted, true);
+            self.add_rr(q, ctx.now, true);
+            let qq = &mut self.queues[q];
+            qq.slice_new = true;
+            qq.slice_end = 0;
+        }
+    }
+
+    fn dispatch(&mut self, ctx: &Ctx) -> Option<RqId> {
+        self.now = ctx.now;
+        self.update_hw_tag(ctx);
+        let q = self.select_queue(ctx)?;
+        if !self.may_dispatch(ctx, q) {
+            return None;
+        }
+        let rq = self.next_rq(ctx, q)?;
+        let sync = ctx.rqs[rq as usize].sync;
+        let qq = &mut self.queues[q];
+        qq.sorted.remove(&(self.rq_pos[rq as usize], rq));
+        self.rq_pos[rq as usize] = u64::MAX;
+        self.total_queued -= 1;
+        qq.dispatched += 1;
+        qq.slice_dispatch += 1;
+        qq.slice_sectors += ctx.rqs[rq as usize].sectors;
+        qq.last_pos = ctx.rqs[rq as usize].end();
+        self.in_flight[usize::from(sync)] += 1;
+        // An async queue expires after its request quota when others wait; an idle-class
+        // queue after every request.
+        let qq = &self.queues[q];
+        let quota = 2 * self.slice_async_rq * (8 - qq.prio.min(7));
+        if self.busy > 1
+            && ((!qq.sync && u64::from(qq.slice_dispatch) >= quota) || qq.class == CLASS_IDLE)
+        {
+            self.queues[q].slice_end = ctx.now + 1;
+            self.queues[q].slice_new = false;
+            self.expire(q, ExpireReason::AsyncRqLimit, false);
+        }
+        Some(rq)
+    }
+
+    fn completed(&mut self, ctx: &Ctx, rq: RqId) {
+        self.now = ctx.now;
+        let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) else {
+            return;
+        };
+        let r = &ctx.rqs[rq as usize];
+        let sync = r.sync;
+        self.in_flight[usize::from(sync)] = self.in_flight[usize::from(sync)].saturating_sub(1);
+        if sync {
+            let tk = self.tree_key(q);
+            self.tree_ttime.entry(tk).or_default().last_end_request = ctx.now;
+            self.queues[q].ttime.last_end_request = ctx.now;
+            // A sync request that waited past its FIFO expiry delays async depth ramping.
+            if r.inserted + self.fifo_expire[1] <= ctx.now {
+                self.last_delayed_sync = ctx.now;
+            }
+        }
+        self.queues[q].dispatched = self.queues[q].dispatched.saturating_sub(1);
+        if self.active != Some(q) {
+            return;
+        }
+        if self.queues[q].slice_new {
+            let slice = self.scaled_slice(q);
+            let qq = &mut self.queues[q];
+            qq.slice_new = false;
+            qq.slice_start = ctx.now;
+            qq.slice_end = ctx.now + slice;
+            let (stream, sync) = (qq.stream, qq.sync);
+            self.log(Decision::Slice {
+                stream,
+                sync,
+                slice_ns: slice,
+            });
+        }
+        if self.slice_used(q, ctx.now) || self.queues[q].class == CLASS_IDLE {
+            self.expire(q, ExpireReason::SliceUsed, true);
+        } else if sync && self.queues[q].sorted.is_empty() && !self.wait_request {
+            self.arm_slice_timer(ctx, q);
+        }
+    }
+
+    fn next_timer(&self) -> Option<u64> {
+        self.timer
+    }
+
+    /// `cfq_idle_slice_timer`.
+    fn timer(&mut self, ctx: &Ctx) {
+        self.now = ctx.now;
+        self.timer = None;
+        if !self.wait_request {
+            return;
+        }
+        let Some(q) = self.active else {
+            self.wait_request = false;
+            return;
+        };
+        if self.slice_used(q, ctx.now) {
+            self.expire(q, ExpireReason::SliceUsed, false);
+        } else if !self.queues[q].sorted.is_empty() {
+            self.end_idle(IdleOutcome::Arrived);
+        } else {
+            // The idle did not pay: the queue is no longer "deep".
+            self.queues[q].deep = false;
+            self.expire(q, ExpireReason::TooIdle, false);
+        }
+    }
+
+    fn has_work(&self) -> bool {
+        self.total_queued > 0
+    }
+
+    fn take_decisions(&mut self) -> Vec<Decided> {
+        std::mem::take(&mut self.decisions)
+    }
+}
