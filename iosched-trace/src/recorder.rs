@@ -41,6 +41,8 @@ pub struct RecordConfig {
     pub extra_events: bool,
     /// Trace plug and unplug (`--no-plugs` turns them off).
     pub plugs: bool,
+    /// Trace wakeups of tasks doing I/O (`--wakeups`).
+    pub wakeups: bool,
     pub verbose: bool,
     /// One progress line, rewritten in place (only on a TTY).
     pub progress: bool,
@@ -119,6 +121,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         ring_size: config.ring_size,
         wakeup_bytes: config.wakeup_bytes,
         extra_events: config.extra_events,
+        wakeups: config.wakeups,
         verbose: config.verbose,
         programs: if config.plugs {
             ProgramSet::All
