@@ -132,10 +132,21 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     let mut capture = Capture::start(&options, &layout, &btf)?;
     for (program, why) in &capture.skipped {
         let note = format!("optional program {program} not attached: {why}");
-        if config.verbose {
+        // Asked for by name (--wakeups): said even without -v.
+        if config.verbose || *program == iosched_trace_common::PROG_WAKEUP {
             eprintln!("note: {note}");
         }
         header.notes.push(note);
+    }
+    if capture
+        .attached
+        .contains(&iosched_trace_common::PROG_WAKEUP)
+    {
+        // Tells readers that a recording without wakeups between two processes had none.
+        header.notes.push(
+            "scheduler wakeups of tasks that queued I/O on a traced device were traced (--wakeups)"
+                .into(),
+        );
     }
 
     // The scheduler's log: its guard restores tracefs when dropped, also on an error below.

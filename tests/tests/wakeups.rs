@@ -5,7 +5,7 @@
 
 use std::{path::PathBuf, process::Command};
 
-use iosched_trace::event::EventKind;
+use iosched_trace::{event::EventKind, record::RecordingReader};
 use iosched_trace_tests::{
     LoopDevice, Recorder, ScratchDir, dd, read_recording, real_kernel_available, run,
 };
@@ -57,6 +57,11 @@ fn jbd2_wakes_a_dsync_writer() {
     let rec = read_recording(&file).unwrap();
     assert!(rec.warnings.is_empty(), "warnings: {:?}", rec.warnings);
     assert_eq!(rec.lost, 0);
+    let notes = RecordingReader::open(&file).unwrap().header().notes.clone();
+    assert!(
+        notes.iter().any(|n| n.contains("(--wakeups)")),
+        "header notes: {notes:?}"
+    );
 
     let wakeups: Vec<_> = rec
         .events
@@ -80,9 +85,9 @@ fn jbd2_wakes_a_dsync_writer() {
         .filter(|w| w.wakee() == Some((pid, pid)) && w.comm.as_str().starts_with("jbd2/"))
         .count();
     // 200 synchronous writes, each waiting for a commit: nearly every one is woken by jbd2
-    // (194 to 200 seen here; a commit that ends before dd sleeps wakes nobody).
+    // (169 to 200 seen here; a commit that ends before dd sleeps wakes nobody).
     assert!(
-        by_jbd2 >= 100,
+        by_jbd2 >= 50,
         "{by_jbd2} wakeups of dd ({pid}) by jbd2, of {} wakeups: {:?}",
         wakeups.len(),
         wakeups.iter().take(20).collect::<Vec<_>>()
