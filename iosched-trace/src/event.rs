@@ -364,7 +364,7 @@ pub struct Event {
     /// Completion status as an errno (0 = success), or kind-specific (1 = explicit unplug).
     pub error: i32,
     /// Kind-specific value: bytes completed (C), depth (U), new sector (X), chain position
-    /// (bio_in_rq).
+    /// (bio_in_rq), wakee pid | wakee tgid << 32 (wakeup).
     pub aux: u64,
 }
 
