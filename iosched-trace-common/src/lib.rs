@@ -57,8 +57,12 @@ pub mod kind {
     pub const SLEEPRQ: u16 = 22;
     /// blktrace B (bounce), read from blktrace files only (no current kernel emits it).
     pub const BOUNCE: u16 = 23;
+    /// `sched_wakeup` (`record --wakeups`): the current task (the event's pid/tgid/comm, the
+    /// waker) woke a task that queued I/O on a traced device. `aux` = wakee pid | wakee
+    /// tgid << 32; `dev` = the device the wakee last queued a bio on.
+    pub const WAKEUP: u16 = 24;
     /// One past the largest kind.
-    pub const MAX: u16 = 24;
+    pub const MAX: u16 = 25;
 }
 
 /// Indices into the per-CPU `STATS` array.
@@ -83,6 +87,8 @@ pub const MAP_DEVICES: &str = "DEVICES";
 /// the events staged on that CPU.
 pub const PROG_FLUSH: &str = "flush_staged";
 pub const GLOBAL_CONFIG: &str = "CONFIG";
+/// The `sched_wakeup` program (`record --wakeups`).
+pub const PROG_WAKEUP: &str = "sched_wakeup";
 
 /// The programs copy the first `SPAN` bytes of a `struct request` / `struct bio` with one
 /// `bpf_probe_read_kernel` and pick fields out of the copy: on the machines we measured, each
@@ -122,6 +128,9 @@ pub struct Offsets {
     pub kn_id: u32,
     /// Offset of `css` inside `struct blkcg` (usually 0).
     pub blkcg_css: u32,
+    /// `task_struct.pid` and `.tgid` (the wakee of `sched_wakeup`).
+    pub task_pid: u32,
+    pub task_tgid: u32,
     pub _pad: u32,
 }
 
@@ -138,7 +147,9 @@ pub struct Config {
     pub wakeup_bytes: u64,
     /// Read the cgroup from the bio's blkcg (1) or from the current task (0).
     pub bio_cgroup: u32,
-    pub _pad: u32,
+    /// 1 (`record --wakeups`): Q events remember their task in `IO_TASKS`, for the
+    /// `sched_wakeup` program's filter. 0: the Q path skips that insert entirely.
+    pub wakeups: u32,
     pub off: Offsets,
 }
 
@@ -255,8 +266,8 @@ const _: () = assert!(core::mem::size_of::<RawEvent>() == 96);
 const _: () = assert!(core::mem::offset_of!(RawBatch, events) == BATCH_HEADER_LEN);
 // A batch record of one event must not look like a single-event record.
 const _: () = assert!(batch_record_len(1) != core::mem::size_of::<RawEvent>());
-const _: () = assert!(core::mem::size_of::<Offsets>() == 96);
-const _: () = assert!(core::mem::size_of::<Config>() == 120);
+const _: () = assert!(core::mem::size_of::<Offsets>() == 104);
+const _: () = assert!(core::mem::size_of::<Config>() == 128);
 
 #[cfg(feature = "user")]
 mod user {

@@ -36,7 +36,7 @@ static CONFIG: Config = Config {
     filter_devices: 0,
     wakeup_bytes: 0,
     bio_cgroup: 0,
-    _pad: 0,
+    wakeups: 0,
     off: Offsets {
         rq_q: NO_OFFSET,
         rq_bio: NO_OFFSET,
@@ -61,6 +61,8 @@ static CONFIG: Config = Config {
         cgroup_kn: NO_OFFSET,
         kn_id: NO_OFFSET,
         blkcg_css: NO_OFFSET,
+        task_pid: NO_OFFSET,
+        task_tgid: NO_OFFSET,
         _pad: 0,
     },
 };
@@ -90,6 +92,13 @@ const MAX_STAGED_NS: u64 = 10_000_000;
 /// device takes three dependent reads; with the cache an event pays one lookup.
 #[map(name = "DEVCACHE")]
 static DEVCACHE: LruHashMap<u64, u64> = LruHashMap::with_max_entries(4096, 0);
+
+/// Tasks (pid, the thread id) that queued a bio on a traced device -> the kernel `dev_t` of
+/// their last one; filled by Q events only with `CONFIG.wakeups`. The `sched_wakeup` program
+/// keeps the wakeups of these tasks, of the system's many. LRU: tasks that stopped doing I/O
+/// age out without a cleanup path.
+#[map(name = "IO_TASKS")]
+static IO_TASKS: LruHashMap<u32, u32> = LruHashMap::with_max_entries(4096, 0);
 
 /// The longest bio chain walked at issue (each step is verified separately, so this bounds
 /// the program's verification cost). Longer chains are counted in `stat::CHAIN_TRUNCATED`,
@@ -518,6 +527,14 @@ fn bio_event(bio: u64, kind: u16, aux: u64) {
     } else {
         None
     };
+    // A constant to the verifier: without `--wakeups` this costs nothing.
+    if kind == BIO_QUEUE && config!(wakeups) != 0 {
+        let pid = bpf_get_current_pid_tgid() as u32;
+        // SAFETY: the value is copied out at once.
+        if unsafe { IO_TASKS.get(pid) }.copied() != Some(dev) {
+            let _ = IO_TASKS.insert(pid, dev, 0);
+        }
+    }
     emit(held, kind, dev, errors, cgroup, |ev| {
         ev.bio = bio;
         ev.sector = span.get(config!(off.bio_sector));
@@ -774,6 +791,36 @@ pub fn kyber_throttled(ctx: BtfTracePointContext) -> i32 {
 pub fn kyber_adjust(ctx: BtfTracePointContext) -> i32 {
     let depth = ctx.arg::<u64>(2) as u32;
     kyber_event(&ctx, KYBER_ADJUST, depth);
+    0
+}
+
+/// `sched_wakeup(struct task_struct *p)`, attached only with `--wakeups`: the current task
+/// woke `p`. Kept only if `p` queued I/O on a traced device (`IO_TASKS`). This tracepoint
+/// fires on every wakeup of the machine, so the filter (one read, one lookup) comes before
+/// the staging area is taken: it touches nothing of that area, and the staging area is then
+/// held, exactly as elsewhere, for the event it emits.
+#[btf_tracepoint(function = "sched_wakeup")]
+pub fn sched_wakeup(ctx: BtfTracePointContext) -> i32 {
+    let task: u64 = ctx.arg(0);
+    let mut errors = 0;
+    let Some(pid) = read::<i32>(task, config!(off.task_pid), &mut errors) else {
+        if errors != 0 {
+            count(stat::READ_ERRORS);
+        }
+        return 0;
+    };
+    // SAFETY: the value is copied out at once.
+    let Some(dev) = (unsafe { IO_TASKS.get(pid as u32) }).copied() else {
+        return 0;
+    };
+    if is_self() {
+        return 0;
+    }
+    let tgid = read::<i32>(task, config!(off.task_tgid), &mut errors).unwrap_or(0);
+    let held = Held::acquire();
+    emit(held.as_ref(), WAKEUP, dev, errors, None, |ev| {
+        ev.aux = (pid as u32 as u64) | ((tgid as u32 as u64) << 32);
+    });
     0
 }
 

@@ -93,6 +93,8 @@ enum When {
     BioBasedDevice,
     /// Only on request (`--extra-events`): accounting start/end, close to D and C.
     Extra,
+    /// Only on request (`--wakeups`): it fires on every wakeup of the machine.
+    Wakeups,
 }
 
 const PROGRAMS: &[ProgramSpec] = &[
@@ -181,6 +183,11 @@ const PROGRAMS: &[ProgramSpec] = &[
         required: false,
         when: When::Always,
     },
+    ProgramSpec {
+        name: iosched_trace_common::PROG_WAKEUP,
+        required: false,
+        when: When::Wakeups,
+    },
 ];
 
 /// Which programs to attach: each one costs the traced workload on every event it sees.
@@ -221,6 +228,8 @@ pub struct CaptureOptions {
     /// Wake the reader once this many bytes wait (0: on every event).
     pub wakeup_bytes: u64,
     pub extra_events: bool,
+    /// Attach `sched_wakeup` and have Q events feed its filter (`record --wakeups`).
+    pub wakeups: bool,
     pub verbose: bool,
     pub programs: ProgramSet,
 }
@@ -255,12 +264,31 @@ impl Capture {
             return Err(CaptureError::NoObject);
         }
         let btf = Btf::from_sys_fs().map_err(CaptureError::Btf)?;
+        // Without the tracepoint or the task fields, Q events need not feed the filter.
+        let mut skipped = Vec::new();
+        let wakeups = options.wakeups
+            && if !kernel_btf.has_tracepoint(iosched_trace_common::PROG_WAKEUP) {
+                skipped.push((
+                    iosched_trace_common::PROG_WAKEUP,
+                    "tracepoint not in this kernel (--wakeups has no effect)".to_string(),
+                ));
+                false
+            } else if !layout.has_task_ids() {
+                skipped.push((
+                    iosched_trace_common::PROG_WAKEUP,
+                    "task_struct.pid/tgid not readable in this kernel's BTF (--wakeups has no effect)"
+                        .to_string(),
+                ));
+                false
+            } else {
+                true
+            };
         let config = Config {
             self_tgid: std::process::id(),
             filter_devices: u32::from(!options.disks.is_empty()),
             wakeup_bytes: options.wakeup_bytes,
             bio_cgroup: u32::from(layout.bio_cgroup),
-            _pad: 0,
+            wakeups: u32::from(wakeups),
             off: layout.offsets,
         };
         let mut loader = EbpfLoader::new();
@@ -294,12 +322,12 @@ impl Capture {
 
         let any_bio_based = options.disks.iter().any(|d| !d.request_based);
         let mut attached = Vec::new();
-        let mut skipped = Vec::new();
         for spec in PROGRAMS {
             let wanted = match spec.when {
                 When::Always => true,
                 When::BioBasedDevice => any_bio_based,
                 When::Extra => options.extra_events,
+                When::Wakeups => wakeups,
             };
             let in_set = match options.programs {
                 ProgramSet::All => true,
@@ -733,6 +761,7 @@ pub fn kinds_of(programs: &[&str]) -> BTreeSet<EventKind> {
                 "block_io_done" => EventKind::IoDone,
                 "kyber_throttled" => EventKind::KyberThrottled,
                 "kyber_adjust" => EventKind::KyberAdjust,
+                "sched_wakeup" => EventKind::Wakeup,
                 _ => return None,
             })
         })

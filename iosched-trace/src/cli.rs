@@ -252,6 +252,11 @@ pub struct RecordArgs {
     /// a plain read, and their cost shows in its IOPS. The report then has no plug figures.
     #[arg(long)]
     pub no_plugs: bool,
+    /// Also record scheduler wakeups of tasks that queued I/O on a traced device (who woke
+    /// whom: jbd2 waking a writer after its journal commit, for example). Not to be confused
+    /// with --wakeup, the ring buffer's reader wake-up threshold.
+    #[arg(long)]
+    pub wakeups: bool,
     /// Print notes on optional probes, and the verifier log if a program is refused.
     #[arg(short, long)]
     pub verbose: bool,
@@ -327,6 +332,7 @@ impl LiveArgs {
             wakeup: self.wakeup,
             extra_events: false,
             no_plugs: false,
+            wakeups: false,
             sched_log: false,
             verbose: self.verbose,
         };

@@ -419,6 +419,12 @@ fn text_line(s: &mut String, ev: &Event, seq: u32, rel_ns: u64) {
             ev.aux & 0xffff_ffff,
             (ev.aux >> 32) as u32 as i32
         ),
+        Wakeup => write!(
+            s,
+            "[{comm}] wakee={} tgid={}",
+            ev.aux as u32,
+            (ev.aux >> 32) as u32
+        ),
     };
     if ev.rq != 0 {
         let _ = write!(s, " rq={:#x}", ev.rq);
@@ -689,6 +695,11 @@ struct JsonEvent<'a> {
     bio: Option<String>,
     error: i32,
     aux: u64,
+    /// Wakeups only: the task woken (`aux` decoded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wakee_pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wakee_tgid: Option<u32>,
 }
 
 impl<'a> JsonEvent<'a> {
@@ -716,6 +727,8 @@ impl<'a> JsonEvent<'a> {
             bio: hex(ev.bio),
             error: ev.error,
             aux: ev.aux,
+            wakee_pid: ev.wakee().map(|(pid, _)| pid),
+            wakee_tgid: ev.wakee().map(|(_, tgid)| tgid),
         }
     }
 }
@@ -1037,6 +1050,44 @@ mod tests {
         assert_eq!(last["lost"], 4);
         assert_eq!(last["events_per_kind"]["issue"], 4);
         assert_eq!(summary.events, 26);
+    }
+
+    #[test]
+    fn wakeups_name_their_wakee_in_text_and_json() {
+        let q = io(
+            ev(0, EventKind::Queue, 0, 4242, "dd"),
+            2048,
+            8,
+            Op::Write,
+            0,
+        );
+        let mut wk = ev(900, EventKind::Wakeup, 1, 310, "jbd2/loop0-8");
+        wk.aux = 4242 | (4240u64 << 32);
+        let bytes = recording(&[q, wk], true);
+        let (out, summary) = text(&bytes);
+        assert!(
+            out.contains(
+                "  8,0    1        1     0.000000900   310 wk   N [jbd2/loop0-8] wakee=4242 tgid=4240\n"
+            ),
+            "{out}"
+        );
+        assert_eq!(summary.events_per_kind["wakeup"], 1);
+
+        let mut json = Vec::new();
+        write_json_with(&mut json, &mut source(&bytes), &quiet()).unwrap();
+        let lines: Vec<serde_json::Value> = String::from_utf8(json)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let wk = &lines[2];
+        assert_eq!(wk["kind"], "wakeup");
+        assert_eq!(wk["action"], "wk");
+        assert_eq!(wk["pid"], 310);
+        assert_eq!(wk["wakee_pid"], 4242);
+        assert_eq!(wk["wakee_tgid"], 4240);
+        // Other kinds carry no wakee.
+        assert!(lines[1].get("wakee_pid").is_none(), "{}", lines[1]);
     }
 
     #[test]

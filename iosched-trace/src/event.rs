@@ -38,10 +38,14 @@ pub enum EventKind {
     SleepRq = 22,
     /// blktrace's B (bio bounced).
     Bounce = 23,
+    /// The task of the event (pid/tgid/comm) woke a task that had queued I/O on a traced
+    /// device (`record --wakeups`). `aux` = wakee pid | wakee tgid << 32 (see
+    /// [`Event::wakee`]); `dev` = the device the wakee last queued a bio on.
+    Wakeup = 24,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 23] = [
+    pub const ALL: [EventKind; 24] = [
         Self::Queue,
         Self::GetRq,
         Self::BackMerge,
@@ -65,6 +69,7 @@ impl EventKind {
         Self::Remap,
         Self::SleepRq,
         Self::Bounce,
+        Self::Wakeup,
     ];
 
     pub fn from_code(code: u16) -> Option<Self> {
@@ -101,6 +106,7 @@ impl EventKind {
             Self::Remap => "A",
             Self::SleepRq => "S",
             Self::Bounce => "B",
+            Self::Wakeup => "wk",
         }
     }
 
@@ -130,6 +136,7 @@ impl EventKind {
             Self::Remap => "remap",
             Self::SleepRq => "sleeprq",
             Self::Bounce => "bounce",
+            Self::Wakeup => "wakeup",
         }
     }
 }
@@ -357,13 +364,18 @@ pub struct Event {
     /// Completion status as an errno (0 = success), or kind-specific (1 = explicit unplug).
     pub error: i32,
     /// Kind-specific value: bytes completed (C), depth (U), new sector (X), chain position
-    /// (bio_in_rq).
+    /// (bio_in_rq), wakee pid | wakee tgid << 32 (wakeup).
     pub aux: u64,
 }
 
 impl Event {
     pub fn sectors(&self) -> u32 {
         self.bytes >> 9
+    }
+
+    /// The (pid, tgid) a [`EventKind::Wakeup`] woke; `None` for other kinds.
+    pub fn wakee(&self) -> Option<(u32, u32)> {
+        (self.kind == EventKind::Wakeup).then_some((self.aux as u32, (self.aux >> 32) as u32))
     }
 
     /// blkparse's RWBS string (`fill_rwbs` in blkparse_fmt.c).
@@ -432,6 +444,11 @@ mod tests {
         assert_eq!(
             EventKind::BioInRq.code(),
             iosched_trace_common::kind::BIO_IN_RQ
+        );
+        assert_eq!(EventKind::Wakeup.code(), iosched_trace_common::kind::WAKEUP);
+        assert_eq!(
+            EventKind::ALL.len(),
+            usize::from(iosched_trace_common::kind::MAX) - 1
         );
     }
 

@@ -317,6 +317,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         wakeup_bytes: valid.wakeup,
         extra_events: args.extra_events,
         plugs: !args.no_plugs,
+        wakeups: args.wakeups,
         verbose: args.verbose,
         progress: true,
         command_line: std::env::args().collect(),

@@ -39,6 +39,11 @@ pub struct KernelLayout {
 }
 
 impl KernelLayout {
+    /// Whether the `sched_wakeup` program can read its wakee (`record --wakeups`).
+    pub fn has_task_ids(&self) -> bool {
+        self.offsets.task_pid != NO_OFFSET && self.offsets.task_tgid != NO_OFFSET
+    }
+
     pub fn from_btf(btf: &Btf) -> Result<Self, ProbeError> {
         let required = |ty: &'static str, member: &'static str| -> Result<u32, ProbeError> {
             btf.member_offset(ty, member)
@@ -70,6 +75,9 @@ impl KernelLayout {
             cgroup_kn: optional("cgroup", "kn"),
             kn_id: optional("kernfs_node", "id"),
             blkcg_css: optional("blkcg", "css"),
+            // Only `record --wakeups` reads these; it is refused if they are absent.
+            task_pid: optional("task_struct", "pid"),
+            task_tgid: optional("task_struct", "tgid"),
             _pad: 0,
         };
         // The programs read these with fixed widths; a kernel that changed a width would be
@@ -127,6 +135,15 @@ impl KernelLayout {
                 ));
             }
         }
+        // Read as i32 (`pid_t`) by the wakeup program; left out if that is not what they are.
+        for (member, off) in [
+            ("pid", &mut offsets.task_pid),
+            ("tgid", &mut offsets.task_tgid),
+        ] {
+            if *off != NO_OFFSET && btf.member_size("task_struct", member).ok() != Some(4) {
+                *off = NO_OFFSET;
+            }
+        }
         let bio_cgroup = [
             offsets.bio_blkg,
             offsets.blkg_blkcg,
@@ -179,6 +196,7 @@ pub const PROTOTYPES: &[(&str, &[&str])] = &[
     ),
     ("kyber_throttled", &["dev_t", "const char *"]),
     ("kyber_adjust", &["dev_t", "const char *", "unsigned int"]),
+    ("sched_wakeup", &["struct task_struct *"]),
 ];
 
 /// Checks that `tracepoint`'s arguments in this kernel are what its program reads.
@@ -287,6 +305,12 @@ mod tests {
         let Some(btf) = kernel_btf() else { return };
         let layout = KernelLayout::from_btf(&btf).expect("layout");
         assert_ne!(layout.offsets.rq_sector, layout.offsets.rq_data_len);
+        assert!(layout.has_task_ids());
+        assert_eq!(
+            layout.offsets.task_tgid,
+            layout.offsets.task_pid + 4,
+            "pid_t pid; pid_t tgid; are neighbours in every task_struct"
+        );
         for (tracepoint, _) in PROTOTYPES {
             if btf.has_tracepoint(tracepoint) {
                 check_prototype(&btf, tracepoint).expect(tracepoint);

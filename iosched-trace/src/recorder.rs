@@ -41,6 +41,8 @@ pub struct RecordConfig {
     pub extra_events: bool,
     /// Trace plug and unplug (`--no-plugs` turns them off).
     pub plugs: bool,
+    /// Trace wakeups of tasks doing I/O (`--wakeups`).
+    pub wakeups: bool,
     pub verbose: bool,
     /// One progress line, rewritten in place (only on a TTY).
     pub progress: bool,
@@ -120,6 +122,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         ring_size: config.ring_size,
         wakeup_bytes: config.wakeup_bytes,
         extra_events: config.extra_events,
+        wakeups: config.wakeups,
         verbose: config.verbose,
         programs: if config.plugs {
             ProgramSet::All
@@ -130,10 +133,21 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     let mut capture = Capture::start(&options, &layout, &btf)?;
     for (program, why) in &capture.skipped {
         let note = format!("optional program {program} not attached: {why}");
-        if config.verbose {
+        // Asked for by name (--wakeups): said even without -v.
+        if config.verbose || *program == iosched_trace_common::PROG_WAKEUP {
             eprintln!("note: {note}");
         }
         header.notes.push(note);
+    }
+    if capture
+        .attached
+        .contains(&iosched_trace_common::PROG_WAKEUP)
+    {
+        // Tells readers that a recording without wakeups between two processes had none.
+        header.notes.push(
+            "scheduler wakeups of tasks that queued I/O on a traced device were traced (--wakeups)"
+                .into(),
+        );
     }
 
     // The scheduler's log: its guard restores tracefs when dropped, also on an error below.

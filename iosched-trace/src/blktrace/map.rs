@@ -26,7 +26,7 @@ pub fn kind_action(ev: &Event) -> Option<u16> {
         Split => act::SPLIT,
         Bounce => act::BOUNCE,
         Remap => act::REMAP,
-        IoStart | IoDone | BioInRq | KyberThrottled | KyberAdjust | WbtStep | WbtTimer => {
+        IoStart | IoDone | BioInRq | KyberThrottled | KyberAdjust | WbtStep | WbtTimer | Wakeup => {
             return None;
         }
     })

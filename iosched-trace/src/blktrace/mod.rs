@@ -24,7 +24,7 @@ pub const LOSSES: &[&str] = &[
     "op detail: write zeroes and zone ops read back as writes, secure erase as discard; flags \
      other than SYNC, META, FUA, RAHEAD, PREFLUSH",
     "events blktrace has no action for: io_start/io_done, bio_in_rq links (rebuilt from \
-     merges when read back), kyber and wbt events",
+     merges when read back), kyber and wbt events, scheduler wakeups (`--wakeups`)",
     "recording metadata: host, kernel, device settings and scheduler tunables, loss counters",
 ];
 

@@ -229,7 +229,7 @@ impl Pairer {
                 },
             },
             Plug | Unplug | BioComplete | IoStart | IoDone | BioInRq | KyberThrottled
-            | KyberAdjust | WbtStep | WbtTimer => {}
+            | KyberAdjust | WbtStep | WbtTimer | Wakeup => {}
         }
     }
 

@@ -802,3 +802,27 @@ fn round_trip_through_blktrace_files() {
         links(&original, &|r| rq_map[&r], &|b| bio_map[&b])
     );
 }
+
+/// blktrace has no action for a scheduler wakeup: the writer leaves them out and counts them
+/// by name (which `convert` prints), and writes the block events around them.
+#[test]
+fn wakeups_are_skipped_and_counted() {
+    let original = recorded();
+    let dir = TempDir::new("wakeups");
+    let devices = [DeviceInfo {
+        name: "sda".into(),
+        dev: Dev { major: 8, minor: 0 },
+        ..DeviceInfo::default()
+    }];
+    let mut w = BlktraceWriter::create(&dir.0, &devices, None).unwrap();
+    let mut wakeup = original[0];
+    wakeup.kind = EventKind::Wakeup;
+    wakeup.aux = 4242 | (4242 << 32);
+    w.push(&original[0]).unwrap();
+    w.push(&wakeup).unwrap();
+    w.push(&wakeup).unwrap();
+    let summary = w.finish().unwrap();
+    assert_eq!(summary.skipped.get("wakeup"), Some(&2));
+    assert_eq!(summary.events_written, 1);
+    assert_eq!(blktrace_view(&wakeup), None);
+}

@@ -160,6 +160,7 @@ async fn collect(
         ring_size: config.ring_size,
         wakeup_bytes: config.wakeup_bytes,
         extra_events: false,
+        wakeups: false,
         verbose: config.verbose,
         programs: ProgramSet::Lifecycle,
     };

@@ -13,8 +13,11 @@
 //!   waiting Qs follow another's completions again and again depends on it (dd's `O_DSYNC`
 //!   write waits for jbd2's journal commit; jbd2's commit follows dd's data write).
 //!
-//! Dependencies are inferred from timing only (repeated, within [`DEP_WINDOW_NS`]), which is
-//! what a block trace allows; a `sched_wakeup` capture would make them observed facts.
+//! Without wakeups, dependencies are inferred from timing only (repeated, within
+//! [`DEP_WINDOW_NS`]), which is what a block trace allows. A recording made with
+//! `record --wakeups` makes them observed facts: a waiting Q that follows (within the window)
+//! its process's wakeup by another process doing I/O on the device depends on that waker's
+//! last completion before the wakeup; one without such a wakeup depends on its own.
 //!
 //! Owns: extraction. Must not: simulate.
 
@@ -163,6 +166,15 @@ struct Collect {
     service: Vec<ServiceSample>,
     open_d: FxHashMap<u64, usize>,
     max_in_driver: u32,
+    wakeups: Vec<Wakeup>,
+}
+
+/// A recorded scheduler wakeup ([`crate::event::EventKind::Wakeup`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wakeup {
+    pub ts: u64,
+    pub waker_pid: u32,
+    pub wakee_pid: u32,
 }
 
 impl LifeSink for Collect {
@@ -224,6 +236,14 @@ pub fn extract(
             continue;
         }
         let sink = per_dev.entry(ev.dev).or_default();
+        if let Some((wakee_pid, _)) = ev.wakee() {
+            sink.wakeups.push(Wakeup {
+                ts: ev.ts_ns,
+                waker_pid: ev.pid,
+                wakee_pid,
+            });
+            continue;
+        }
         if ev.kind == crate::event::EventKind::Unplug {
             sink.unplugs.entry(ev.pid).or_default().push(ev.ts_ns);
         }
@@ -268,7 +288,7 @@ pub fn extract(
     let mut service: Vec<ServiceSample> =
         collect.service.into_iter().filter(|s| s.c >= s.d).collect();
     service.sort_by_key(|s| s.d);
-    let mut w = from_bios(info, collect.bios);
+    let mut w = from_bios_and_wakeups(info, collect.bios, &collect.wakeups);
     mark_plug_ends(&mut w, &collect.unplugs);
     w.service = service;
     w.max_in_driver = collect.max_in_driver;
@@ -307,8 +327,19 @@ fn name_of(devices: &[DeviceInfo], dev: Dev) -> String {
         .map_or_else(|| dev.to_string(), |d| d.name.clone())
 }
 
-/// Builds the streams and triggers from completed bios of one device.
-pub fn from_bios(device: DeviceInfo, mut bios: Vec<BioLife>) -> Workload {
+/// Builds the streams and triggers from completed bios of one device, with dependencies
+/// inferred from timing.
+pub fn from_bios(device: DeviceInfo, bios: Vec<BioLife>) -> Workload {
+    from_bios_and_wakeups(device, bios, &[])
+}
+
+/// [`from_bios`], with the recorded wakeups of the device's processes: when there are any,
+/// they, not timing, say which process released a waiting Q.
+pub fn from_bios_and_wakeups(
+    device: DeviceInfo,
+    mut bios: Vec<BioLife>,
+    wakeups: &[Wakeup],
+) -> Workload {
     bios.sort_by_key(|b| (b.q.unwrap_or(0), b.c));
     let start_ns = bios.first().and_then(|b| b.q).unwrap_or(0);
     let end_ns = bios.iter().map(|b| b.c).max().unwrap_or(start_ns);
@@ -355,11 +386,23 @@ pub fn from_bios(device: DeviceInfo, mut bios: Vec<BioLife>) -> Workload {
         });
     }
 
-    // Sweep Qs and Cs in time order (completions first at equal times).
-    let mut marks: Vec<(u64, u8, u32)> = Vec::with_capacity(ios.len() * 2);
+    // Sweep Qs, Cs and wakeups in time order (completions, then wakeups, then Qs at equal
+    // times). Only wakeups between two of the device's processes tell anything here.
+    const C: u8 = 0;
+    const W: u8 = 1;
+    let observed = !wakeups.is_empty();
+    let mut marks: Vec<(u64, u8, u32)> = Vec::with_capacity(ios.len() * 2 + wakeups.len());
     for (i, io) in ios.iter().enumerate() {
-        marks.push((io.rec_q, 1, i as u32));
-        marks.push((io.rec_c, 0, i as u32));
+        marks.push((io.rec_q, 2, i as u32));
+        marks.push((io.rec_c, C, i as u32));
+    }
+    for (i, wk) in wakeups.iter().enumerate() {
+        if wk.waker_pid != wk.wakee_pid
+            && stream_of.contains_key(&wk.waker_pid)
+            && stream_of.contains_key(&wk.wakee_pid)
+        {
+            marks.push((wk.ts, W, i as u32));
+        }
     }
     marks.sort_unstable();
     let n = streams.len();
@@ -369,20 +412,36 @@ pub fn from_bios(device: DeviceInfo, mut bios: Vec<BioLife>) -> Workload {
     // slept in request allocation follows its wake-up, not its Q), and the bio.
     let mut last_q: Vec<Option<(u64, u32)>> = vec![None; n];
     let mut last_c: Option<(u64, u32)> = None;
+    /// A completion that released a waiting Q: its time, its bio, its stream.
+    type Release = (u64, u32, u32);
+    // Each process's last wakeup by another one of the device's processes: its time, and the
+    // waker's completion just before it (a wakeup that follows none of the waker's I/O does
+    // not make the wakee depend on that I/O).
+    let mut woken: Vec<Option<(u64, Option<Release>)>> = vec![None; n];
     // Waiting Qs: the io, its process's last completion, and another process's completion
     // just before it (with that process's stream).
     struct Waiting {
         io: u32,
         q: u64,
         own: Option<(u64, u32)>,
-        other: Option<(u64, u32, u32)>,
+        other: Option<Release>,
     }
     let mut waiting: Vec<Vec<Waiting>> = (0..n).map(|_| Vec::new()).collect();
     let mut windowed = vec![false; n];
     for (t, kind, i) in marks {
+        if kind == W {
+            let wk = wakeups[i as usize];
+            let waker = stream_of[&wk.waker_pid];
+            let wakee = stream_of[&wk.wakee_pid] as usize;
+            let waker_c = last_own_c[waker as usize]
+                .filter(|(tc, _)| t - tc <= DEP_WINDOW_NS)
+                .map(|(tc, c)| (tc, c, waker));
+            woken[wakee] = Some((t, waker_c));
+            continue;
+        }
         let io = ios[i as usize];
         let s = io.stream as usize;
-        if kind == 0 {
+        if kind == C {
             in_flight[s] = in_flight[s].saturating_sub(1);
             last_own_c[s] = Some((t, i));
             last_c = Some((t, i));
@@ -408,13 +467,22 @@ pub fn from_bios(device: DeviceInfo, mut bios: Vec<BioLife>) -> Workload {
                 (None, _) => Trigger::At(t - start_ns),
             }
         } else {
-            let other = last_c
-                .filter(|(tc, c)| {
-                    ios[*c as usize].stream != io.stream
-                        && t - tc <= DEP_WINDOW_NS
-                        && last_own_c[s].is_none_or(|(own, _)| own <= *tc)
-                })
-                .map(|(tc, c)| (tc, c, ios[c as usize].stream));
+            let other = if observed {
+                // The waker's completion, if the process was woken by another one just
+                // before this Q (each wakeup releases one Q).
+                match woken[s].take() {
+                    Some((tw, waker_c)) if t - tw <= DEP_WINDOW_NS => waker_c,
+                    _ => None,
+                }
+            } else {
+                last_c
+                    .filter(|(tc, c)| {
+                        ios[*c as usize].stream != io.stream
+                            && t - tc <= DEP_WINDOW_NS
+                            && last_own_c[s].is_none_or(|(own, _)| own <= *tc)
+                    })
+                    .map(|(tc, c)| (tc, c, ios[c as usize].stream))
+            };
             waiting[s].push(Waiting {
                 io: i,
                 q: t,
@@ -438,10 +506,12 @@ pub fn from_bios(device: DeviceInfo, mut bios: Vec<BioLife>) -> Workload {
                 *counts.entry(ws).or_insert(0) += 1;
             }
         }
+        // Observed wakeups need no threshold: each one is a fact.
         let mut deps: Vec<(u32, u32)> = counts
             .into_iter()
             .filter(|(_, k)| {
-                *k >= DEP_MIN_COUNT && f64::from(*k) >= DEP_MIN_SHARE * waits.len() as f64
+                observed
+                    || (*k >= DEP_MIN_COUNT && f64::from(*k) >= DEP_MIN_SHARE * waits.len() as f64)
             })
             .collect();
         deps.sort_by_key(|(w, k)| (std::cmp::Reverse(*k), *w));
@@ -493,5 +563,151 @@ impl Workload {
     pub fn stream_name(&self, s: u32) -> String {
         let st = &self.streams[s as usize];
         format!("{}({})", st.comm, st.pid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::Submitter;
+
+    const DD: u32 = 100;
+    const JBD2: u32 = 200;
+    const NOISE: u32 = 300;
+
+    fn bio(pid: u32, comm: &str, sector: u64, q: u64, c: u64) -> BioLife {
+        BioLife {
+            dev: Dev { major: 7, minor: 0 },
+            submitter: Some(Submitter {
+                pid,
+                tgid: pid,
+                comm: Comm::new(comm),
+                cgroup_id: 0,
+            }),
+            op: Op::Write,
+            flags: ReqFlags(ReqFlags::SYNC),
+            sector,
+            bytes: 4096,
+            q: Some(q),
+            g: Some(q),
+            m: None,
+            i: Some(q),
+            d: Some(q),
+            c,
+            split: false,
+            error: 0,
+        }
+    }
+
+    /// Cycles of 1 ms: dd writes, wakes jbd2, jbd2 commits and wakes dd, which writes again
+    /// 690 µs later. A third process's sync write completes between jbd2's completion and
+    /// dd's next Q, every time: by timing alone, dd seems to wait for it.
+    fn cycles(n: u64) -> (Vec<BioLife>, Vec<Wakeup>) {
+        let mut bios = Vec::new();
+        let mut wakeups = Vec::new();
+        for k in 0..n {
+            let t = k * 1_000_000;
+            bios.push(bio(DD, "dd", 1000 + k * 8, t, t + 100_000));
+            bios.push(bio(
+                JBD2,
+                "jbd2/loop0-8",
+                5000 + k * 8,
+                t + 120_000,
+                t + 300_000,
+            ));
+            bios.push(bio(NOISE, "noise", 9000 + k * 8, t + 200_000, t + 320_000));
+            wakeups.push(Wakeup {
+                ts: t + 110_000,
+                waker_pid: DD,
+                wakee_pid: JBD2,
+            });
+            wakeups.push(Wakeup {
+                ts: t + 310_000,
+                waker_pid: JBD2,
+                wakee_pid: DD,
+            });
+        }
+        (bios, wakeups)
+    }
+
+    fn stream_of(w: &Workload, pid: u32) -> u32 {
+        w.streams.iter().position(|s| s.pid == pid).unwrap() as u32
+    }
+
+    #[test]
+    fn wakeups_replace_timing_when_recorded() {
+        let n = 20;
+        let (bios, wakeups) = cycles(n);
+        let device = DeviceInfo::default();
+
+        // Timing alone: the completion just before each of dd's Qs is the noise's.
+        let timed = from_bios(device.clone(), bios.clone());
+        let (dd, jbd2, noise) = (
+            stream_of(&timed, DD),
+            stream_of(&timed, JBD2),
+            stream_of(&timed, NOISE),
+        );
+        assert_eq!(
+            timed.streams[dd as usize].depends_on,
+            [(noise, n as u32 - 1)]
+        );
+
+        // Observed: jbd2 woke dd, 10 µs after its commit write completed.
+        let seen = from_bios_and_wakeups(device, bios, &wakeups);
+        assert_eq!(stream_of(&seen, DD), dd);
+        assert_eq!(seen.streams[dd as usize].depends_on, [(jbd2, n as u32 - 1)]);
+        assert_eq!(seen.streams[jbd2 as usize].depends_on, [(dd, n as u32)]);
+        // The noise was woken by nobody we saw: its Qs follow its own completions.
+        assert!(seen.streams[noise as usize].depends_on.is_empty());
+        let dd_ios: Vec<&Io> = seen.ios.iter().filter(|io| io.stream == dd).collect();
+        for (k, io) in dd_ios.iter().enumerate().skip(1) {
+            let Trigger::AfterCompletion { io: by, delay } = io.trigger else {
+                panic!("dd's write {k}: {:?}", io.trigger);
+            };
+            assert_eq!(seen.ios[by as usize].stream, jbd2, "dd's write {k}");
+            assert_eq!(seen.ios[by as usize].rec_c + delay, io.rec_q);
+            assert_eq!(delay, 700_000);
+        }
+        assert_eq!(seen.streams[dd as usize].kind, StreamKind::ClosedLoop);
+    }
+
+    /// A wakeup that follows none of its waker's I/O (within the window) does not make the
+    /// wakee depend on that I/O: the wakee's Qs follow its own completions.
+    #[test]
+    fn a_wakeup_long_after_the_wakers_io_is_no_dependency() {
+        let n = 10;
+        let period = 10_000_000;
+        let mut bios = Vec::new();
+        let mut wakeups = Vec::new();
+        for k in 0..n {
+            let t = k * period;
+            bios.push(bio(DD, "dd", 1000 + k * 8, t, t + 100_000));
+            bios.push(bio(
+                JBD2,
+                "jbd2/loop0-8",
+                5000 + k * 8,
+                t + 120_000,
+                t + 300_000,
+            ));
+            // 9.6 ms after jbd2's completion, 100 µs before dd's next write.
+            wakeups.push(Wakeup {
+                ts: t + period - 100_000,
+                waker_pid: JBD2,
+                wakee_pid: DD,
+            });
+        }
+        let w = from_bios_and_wakeups(DeviceInfo::default(), bios, &wakeups);
+        let dd = stream_of(&w, DD);
+        assert!(
+            w.streams[dd as usize].depends_on.is_empty(),
+            "{:?}",
+            w.streams[dd as usize]
+        );
+        for io in w.ios.iter().filter(|io| io.stream == dd).skip(1) {
+            let Trigger::AfterCompletion { io: by, .. } = io.trigger else {
+                panic!("{:?}", io.trigger);
+            };
+            assert_eq!(w.ios[by as usize].stream, dd);
+        }
     }
 }

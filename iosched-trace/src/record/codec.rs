@@ -245,6 +245,21 @@ mod tests {
     }
 
     #[test]
+    fn wakeups_keep_their_code_and_wakee_at_fixed_offsets() {
+        let mut ev = sample_events(1)[0];
+        ev.kind = EventKind::Wakeup;
+        ev.aux = 4242 | (4240u64 << 32);
+        let mut buf = Vec::new();
+        encode_event(&ev, &mut buf);
+        // Readers that predate the kind skip it by its code (docs/FORMAT.md).
+        assert_eq!(u16_at(&buf, 76), iosched_trace_common::kind::WAKEUP);
+        assert_eq!((u32_at(&buf, 40), u32_at(&buf, 44)), (4242, 4240));
+        let back = decode_event(&buf).unwrap();
+        assert_eq!(back.wakee(), Some((4242, 4240)));
+        assert_eq!(back, ev);
+    }
+
+    #[test]
     fn unknown_kinds_are_reported_not_guessed() {
         let mut buf = Vec::new();
         encode_event(&sample_events(1)[0], &mut buf);
