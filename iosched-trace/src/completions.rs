@@ -15,6 +15,7 @@
 use std::{collections::VecDeque, io, path::Path};
 
 use crate::{
+    devices::Disk,
     event::{Dev, Event, EventKind, Op},
     record::{CompletionCheck, CompletionCounts, DiskCounters},
 };
@@ -121,10 +122,17 @@ pub struct CompletionTally {
 }
 
 impl CompletionTally {
-    /// Starts the check of `disks` (name, device number); devices whose counters cannot be
-    /// read are left out (the check is a cross-check, not a requirement).
-    pub fn start<'a>(disks: impl IntoIterator<Item = (&'a str, Dev)>) -> CompletionTally {
-        Self::start_with(disks, DiskCounters::read)
+    /// Starts the check of the request-based `disks` (bio-based ones have no request
+    /// completions); devices whose counters cannot be read are left out (the check is a
+    /// cross-check, not a requirement).
+    pub fn start(disks: &[Disk]) -> CompletionTally {
+        Self::start_with(
+            disks
+                .iter()
+                .filter(|d| d.request_based)
+                .map(|d| (d.name.as_str(), d.dev)),
+            DiskCounters::read,
+        )
     }
 
     fn start_with<'a>(
@@ -151,14 +159,15 @@ impl CompletionTally {
 
     /// Takes one traced event into account.
     pub fn event(&mut self, ev: &Event) {
-        let Some(d) = self.devices.iter_mut().find(|d| d.dev == ev.dev) else {
-            return;
-        };
         // Final completions only: the completion covers what is left of the request. An
-        // empty one (0 bytes) ends a request that went through the flush machinery.
+        // empty one (0 bytes) ends a request that went through the flush machinery. (Tested
+        // first: this runs for every event, and most are not completions.)
         if ev.kind != EventKind::Complete || ev.aux < u64::from(ev.bytes) {
             return;
         }
+        let Some(d) = self.devices.iter_mut().find(|d| d.dev == ev.dev) else {
+            return;
+        };
         let Some(mut group) = stat_group(ev.op) else {
             return;
         };

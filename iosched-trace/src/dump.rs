@@ -200,10 +200,7 @@ fn dump<W: Write>(
         summary.lost_per_cpu = stats.lost_per_cpu.clone();
         summary.read_errors = Some(stats.read_errors);
         summary.completion_checks = stats.completions.clone();
-        if !stats.completions.is_empty() {
-            summary.untraced_completions =
-                Some(stats.completions.iter().map(|c| c.untraced()).sum());
-        }
+        summary.untraced_completions = stats.untraced_completions();
         summary.warnings.extend(
             stats
                 .completions

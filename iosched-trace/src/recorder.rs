@@ -188,22 +188,16 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     };
     // The kernel's own completion counters, read now that the programs are attached: a
     // completion from here on is either traced or missing from the trace.
-    let checked: Vec<(String, crate::event::Dev)> = if config.disks.is_empty() {
-        crate::devices::Sysfs::default()
-            .request_based_disks()
-            .unwrap_or_default()
-            .into_iter()
-            .map(|d| (d.name, d.dev))
-            .collect()
+    // (No `-d`: every request-based device is traced, so every one is checked.)
+    let mut tally = if config.disks.is_empty() {
+        CompletionTally::start(
+            &crate::devices::Sysfs::default()
+                .request_based_disks()
+                .unwrap_or_default(),
+        )
     } else {
-        config
-            .disks
-            .iter()
-            .filter(|d| d.request_based)
-            .map(|d| (d.name.clone(), d.dev))
-            .collect()
+        CompletionTally::start(&config.disks)
     };
-    let mut tally = CompletionTally::start(checked.iter().map(|(n, d)| (n.as_str(), *d)));
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
     eprintln!(

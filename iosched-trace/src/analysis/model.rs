@@ -536,10 +536,7 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
             duration_ns: dur,
             events: agg.events,
             lost_events: source.lost(),
-            untraced_completions: source
-                .stats()
-                .filter(|s| !s.completions.is_empty())
-                .map(|s| s.completions.iter().map(|c| c.untraced()).sum()),
+            untraced_completions: source.stats().and_then(|s| s.untraced_completions()),
             completion_checks: source
                 .stats()
                 .map(|s| s.completions.clone())

@@ -174,13 +174,7 @@ async fn collect(
     let start = ClockBase::now().monotonic_ns;
     let mut builder = IntervalBuilder::new(devices, start, config.interval.as_nanos() as u64);
     // As `record` does: the kernel's own completion counters, against the events.
-    let mut tally = CompletionTally::start(
-        config
-            .disks
-            .iter()
-            .filter(|d| d.request_based)
-            .map(|d| (d.name.as_str(), d.dev)),
-    );
+    let mut tally = CompletionTally::start(&config.disks);
     let _ = ready.send(Ok(capture.skipped.clone()));
     if let Err(e) = run(&mut capture, &mut builder, &mut tally, &tx, &stop).await {
         let _ = tx.send(Message::Failed(e.to_string()));
@@ -211,7 +205,7 @@ async fn run(
             // Snapshots older than the reorder delay have all their events by now.
             tally.settle(watermark);
             tally.snapshot();
-            builder.set_untraced(tally.checks().iter().map(|c| c.untraced()).sum());
+            builder.set_untraced(crate::record::untraced_total(&tally.checks()));
         }
         reorder.release(watermark, |ev| builder.push(ev, &mut done));
         builder.advance_to(watermark, &mut done);

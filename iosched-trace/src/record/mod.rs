@@ -247,6 +247,11 @@ pub struct CompletionCheck {
     pub traced: CompletionCounts,
 }
 
+/// [`CompletionCheck::untraced`] summed over devices.
+pub fn untraced_total(checks: &[CompletionCheck]) -> u64 {
+    checks.iter().map(CompletionCheck::untraced).sum()
+}
+
 impl CompletionCheck {
     /// What the kernel counted between the snapshots (zeros if its counters went backwards).
     pub fn kernel(&self) -> CompletionCounts {
@@ -331,6 +336,12 @@ impl CompletionCheck {
 impl Stats {
     pub fn lost(&self) -> u64 {
         self.lost_per_cpu.iter().sum()
+    }
+
+    /// Completions the kernel counted without an event, over every checked device; `None`
+    /// when the recording holds no check.
+    pub fn untraced_completions(&self) -> Option<u64> {
+        (!self.completions.is_empty()).then(|| untraced_total(&self.completions))
     }
 }
 

@@ -27,7 +27,7 @@ use rustc_hash::FxHashMap;
 
 use super::{
     Ctx, Decided, Decision, ExpireReason, IdleOutcome, IdleReason, InjectWhy, RqId, SchedEnv,
-    Scheduler, SettingError, Settings,
+    Scheduler, SettingError, Settings, expired_fifo_head, reposition_sorted,
 };
 
 pub const KEYS: &[&str] = &[
@@ -730,23 +730,16 @@ impl Bfq {
     }
 
     fn next_rq(&mut self, ctx: &Ctx, q: usize) -> Option<RqId> {
-        let sync_idx = usize::from(self.queues[q].sync);
-        let expire = self.fifo_expire[sync_idx];
-        let rq_pos = &self.rq_pos;
+        let expire = self.fifo_expire[usize::from(self.queues[q].sync)];
         let qq = &mut self.queues[q];
-        while let Some(&f) = qq.fifo.front() {
-            if rq_pos.get(f as usize).is_some_and(|p| *p != u64::MAX) {
-                break;
-            }
-            qq.fifo.pop_front();
-        }
-        if !qq.fifo_checked {
-            qq.fifo_checked = true;
-            if let Some(&f) = qq.fifo.front()
-                && ctx.rqs[f as usize].inserted + expire <= ctx.now
-            {
-                return Some(f);
-            }
+        if let Some(f) = expired_fifo_head(
+            &mut qq.fifo,
+            &mut qq.fifo_checked,
+            &self.rq_pos,
+            ctx,
+            expire,
+        ) {
+            return Some(f);
         }
         qq.sorted
             .range((qq.last_pos, 0)..)
@@ -890,12 +883,8 @@ impl Scheduler for Bfq {
 
     fn repositioned(&mut self, ctx: &Ctx, rq: RqId, old_sector: u64) {
         if let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) {
-            let qq = &mut self.queues[q];
-            if qq.sorted.remove(&(old_sector, rq)) {
-                let s = ctx.rqs[rq as usize].sector;
-                qq.sorted.insert((s, rq));
-                self.rq_pos[rq as usize] = s;
-            }
+            let sorted = &mut self.queues[q].sorted;
+            reposition_sorted(sorted, &mut self.rq_pos, ctx, rq, old_sector);
         }
     }
 

@@ -30,7 +30,7 @@ use rustc_hash::FxHashMap;
 
 use super::{
     Ctx, Decided, Decision, ExpireReason, IdleOutcome, IdleReason, RqId, SchedEnv, Scheduler,
-    SettingError, Settings,
+    SettingError, Settings, expired_fifo_head, reposition_sorted,
 };
 
 /// The 4.19 sysfs attributes of CFQ.
@@ -600,21 +600,15 @@ impl Cfq {
     /// `cfq_choose_req` between the next request ahead of the head and the one behind it.
     fn next_rq(&mut self, ctx: &Ctx, q: usize) -> Option<RqId> {
         let expire = self.fifo_expire[usize::from(self.queues[q].sync)];
-        let rq_pos = &self.rq_pos;
         let qq = &mut self.queues[q];
-        while let Some(&f) = qq.fifo.front() {
-            if rq_pos.get(f as usize).is_some_and(|p| *p != u64::MAX) {
-                break;
-            }
-            qq.fifo.pop_front();
-        }
-        if !qq.fifo_checked {
-            qq.fifo_checked = true;
-            if let Some(&f) = qq.fifo.front()
-                && ctx.rqs[f as usize].inserted + expire <= ctx.now
-            {
-                return Some(f);
-            }
+        if let Some(f) = expired_fifo_head(
+            &mut qq.fifo,
+            &mut qq.fifo_checked,
+            &self.rq_pos,
+            ctx,
+            expire,
+        ) {
+            return Some(f);
         }
         let head = qq.last_pos;
         let ahead = qq.sorted.range((head, 0)..).next().copied();
@@ -748,12 +742,8 @@ impl Scheduler for Cfq {
 
     fn repositioned(&mut self, ctx: &Ctx, rq: RqId, old_sector: u64) {
         if let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) {
-            let qq = &mut self.queues[q];
-            if qq.sorted.remove(&(old_sector, rq)) {
-                let s = ctx.rqs[rq as usize].sector;
-                qq.sorted.insert((s, rq));
-                self.rq_pos[rq as usize] = s;
-            }
+            let sorted = &mut self.queues[q].sorted;
+            reposition_sorted(sorted, &mut self.rq_pos, ctx, rq, old_sector);
         }
     }
 

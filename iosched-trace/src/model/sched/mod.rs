@@ -17,13 +17,54 @@ pub mod deadline;
 pub mod kyber;
 pub mod none;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::Serialize;
 
 use crate::event::Op;
 
 pub type RqId = u32;
+
+/// The head of a per-process queue's FIFO if it has expired, looked at once per service
+/// period (`checked`), after dropping heads already dispatched (their `rq_pos` is
+/// `u64::MAX`): `bfq_check_fifo` / `cfq_check_fifo`, which BFQ inherited from CFQ.
+pub(crate) fn expired_fifo_head(
+    fifo: &mut VecDeque<RqId>,
+    checked: &mut bool,
+    rq_pos: &[u64],
+    ctx: &Ctx,
+    expire: u64,
+) -> Option<RqId> {
+    while let Some(&f) = fifo.front() {
+        if rq_pos.get(f as usize).is_some_and(|p| *p != u64::MAX) {
+            break;
+        }
+        fifo.pop_front();
+    }
+    if *checked {
+        return None;
+    }
+    *checked = true;
+    fifo.front()
+        .copied()
+        .filter(|f| ctx.rqs[*f as usize].inserted + expire <= ctx.now)
+}
+
+/// Moves a queued request to its new start in a queue's sector-sorted set after a front
+/// merge (`rq_pos` keeps each queued request's key in that set).
+pub(crate) fn reposition_sorted(
+    sorted: &mut BTreeSet<(u64, RqId)>,
+    rq_pos: &mut [u64],
+    ctx: &Ctx,
+    rq: RqId,
+    old_sector: u64,
+) {
+    if sorted.remove(&(old_sector, rq)) {
+        let s = ctx.rqs[rq as usize].sector;
+        sorted.insert((s, rq));
+        rq_pos[rq as usize] = s;
+    }
+}
 
 /// Where a request is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
