@@ -26,4 +26,6 @@ pub mod sim;
 pub mod workload;
 
 #[cfg(test)]
+mod merging_tests;
+#[cfg(test)]
 mod tests;

@@ -312,21 +312,42 @@ impl Replayer {
         })
     }
 
-    /// The recorded scheduler as a configuration with its recorded tunables.
+    /// The recorded scheduler as a configuration with its recorded tunables (and the
+    /// queue's, [`Replayer::effective_settings`]).
     pub fn recorded_config(&self) -> Option<Config> {
         let name = self.recorded_scheduler.as_deref()?;
         let sched = SchedKind::parse(name)?;
+        let label = if self.merging_was_off() {
+            format!("{name} (as recorded, nomerges=2 by the trace)")
+        } else {
+            format!("{name} (as recorded)")
+        };
         Some(Config {
-            label: format!("{name} (as recorded)"),
+            label,
             sched,
             settings: Settings::default(),
         })
     }
 
-    /// Settings for `cfg`: the recorded tunables when it is the recorded scheduler, then the
-    /// configuration's own.
+    /// The recording does not carry the queue's `nomerges`; the trace shows it was 2 when
+    /// an elevator had many bios continue a request it still held and merged none.
+    pub fn merging_was_off(&self) -> bool {
+        let elevator = self
+            .recorded_scheduler
+            .as_deref()
+            .and_then(SchedKind::parse)
+            .is_some_and(|k| k != SchedKind::None);
+        elevator && self.workload.merges.merging_off(self.workload.ios.len())
+    }
+
+    /// Settings for `cfg`: the queue's attributes as the trace shows them (`nomerges`: they
+    /// stay when the scheduler changes), the recorded tunables when it is the recorded
+    /// scheduler, then the configuration's own.
     fn effective_settings(&self, cfg: &Config) -> Settings {
         let mut s = Settings::default();
+        if self.merging_was_off() {
+            s.0.insert("nomerges".into(), "2".into());
+        }
         let recorded = self
             .recorded_scheduler
             .as_deref()

@@ -64,6 +64,7 @@ pub fn empty(streams: Vec<Stream>) -> Workload {
         ios: Vec::new(),
         service: Vec::new(),
         max_in_driver: 1,
+        merges: Default::default(),
     }
 }
 

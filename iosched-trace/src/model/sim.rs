@@ -112,8 +112,10 @@ struct Sim<'a> {
     rerun_at: Option<u64>,
     /// Requests allocated and not completed.
     live_requests: u32,
-    /// Bios asleep in request allocation, in arrival order; per stream, how many.
-    blocked: std::collections::VecDeque<u32>,
+    /// Bios asleep in request allocation, in arrival order, each with whether it was queued
+    /// (Q) already: the one that went to sleep was; those its process has yet to submit
+    /// after it are queued when it wakes. Per stream, how many.
+    blocked: std::collections::VecDeque<(u32, bool)>,
     blocked_of: Vec<u32>,
     /// Per stream: most bios it keeps in flight (its recorded maximum, for processes with
     /// several in flight: fio's iodepth), bios in flight, and bios held back until one
@@ -432,19 +434,19 @@ impl<'a> Sim<'a> {
     fn queue_bio(&mut self, i: u32) {
         let io = self.w.ios[i as usize];
         let s = io.stream as usize;
-        self.queued[i as usize] = self.now;
         self.remaining[io.stream as usize] -= 1;
-        self.emit_bio(EventKind::Queue, i);
         if self.blocked_of[s] > 0 {
             // Its process sleeps in request allocation: this bio is not submitted yet.
-            self.block(i);
+            self.block(i, false);
             return;
         }
+        self.queued[i as usize] = self.now;
+        self.emit_bio(EventKind::Queue, i);
         let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
         if !data || !self.try_merge(i) {
             if self.live_requests >= self.cfg.max_requests {
                 self.flush_plug(s);
-                self.block(i);
+                self.block(i, true);
                 return;
             }
             let rq = self.new_rq(i);
@@ -482,16 +484,24 @@ impl<'a> Sim<'a> {
         batch_continues
     }
 
-    fn block(&mut self, i: u32) {
+    fn block(&mut self, i: u32, queued: bool) {
         self.blocked_of[self.w.ios[i as usize].stream as usize] += 1;
-        self.blocked.push_back(i);
+        self.blocked.push_back((i, queued));
     }
 
     /// Wakes sleeping bios while requests are free: each tries a merge first (a woken
     /// process submits its next bios normally), else takes a request.
     fn unblock(&mut self) {
-        while let Some(&i) = self.blocked.front() {
+        while let Some(&(i, queued)) = self.blocked.front() {
             let io = self.w.ios[i as usize];
+            if !queued {
+                // Its process, awake, submits it now.
+                self.queued[i as usize] = self.now;
+                self.emit_bio(EventKind::Queue, i);
+                if let Some(front) = self.blocked.front_mut() {
+                    front.1 = true;
+                }
+            }
             let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
             let merged = data && self.try_merge(i);
             if !merged {
@@ -501,6 +511,11 @@ impl<'a> Sim<'a> {
                 let rq = self.new_rq(i);
                 self.plugs[io.stream as usize].push(rq);
                 self.flush_plug(io.stream as usize);
+                // The woken process inserts its request and runs the queue
+                // (`blk_mq_submit_bio`; under `none` it issues directly) before it submits
+                // its next bio: that bio finds the request in the driver, not waiting where
+                // it could merge into it, when the driver has room.
+                self.run_queue();
             }
             self.blocked.pop_front();
             self.blocked_of[io.stream as usize] -= 1;

@@ -140,6 +140,56 @@ pub struct Workload {
     /// Issued requests in D order.
     pub service: Vec<ServiceSample>,
     pub max_in_driver: u32,
+    /// What the trace shows of merging (the queue's `nomerges` is not in the recording).
+    pub merges: MergeEvidence,
+}
+
+/// Merges the recording made, and those it could have made but did not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MergeEvidence {
+    /// Bios merged into a request (M or F).
+    pub merged: u64,
+    /// Bios queued while a request they continue (same op and sync-ness, ending where the
+    /// bio starts) waited inserted and not yet issued: an elevator back-merges such a bio
+    /// unless merging is off (`nomerges=2`).
+    pub missed: u64,
+}
+
+impl MergeEvidence {
+    /// Merging was off in the recording: an elevator had many chances and took none.
+    /// (Under `none` requests do not wait where bios merge, so only with an elevator.)
+    pub fn merging_off(&self, bios: usize) -> bool {
+        self.merged == 0 && self.missed >= 20 && self.missed as f64 >= 0.05 * bios as f64
+    }
+}
+
+/// [`MergeEvidence`] of bios sorted by Q.
+fn merge_evidence(bios: &[BioLife]) -> MergeEvidence {
+    let mut ev = MergeEvidence::default();
+    // Requests by end sector: (op, sync, inserted, issued) of the request the latest bio
+    // ending there started or joined.
+    let mut by_end: FxHashMap<u64, (Op, bool, u64, u64)> = FxHashMap::default();
+    for b in bios {
+        let Some(q) = b.q else { continue };
+        let sync = is_sync(b.op, b.flags);
+        if b.m.is_some() {
+            ev.merged += 1;
+        } else if b.bytes > 0
+            && let Some(&(op, s, inserted, issued)) = by_end.get(&b.sector)
+            && op == b.op
+            && s == sync
+            && inserted <= q
+            && q < issued
+        {
+            ev.missed += 1;
+        }
+        if let (Some(i), Some(d)) = (b.i.or(b.g), b.d)
+            && b.bytes > 0
+        {
+            by_end.insert(b.sector + u64::from(b.bytes >> 9), (b.op, sync, i, d));
+        }
+    }
+    ev
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -341,6 +391,7 @@ pub fn from_bios_and_wakeups(
     wakeups: &[Wakeup],
 ) -> Workload {
     bios.sort_by_key(|b| (b.q.unwrap_or(0), b.c));
+    let merges = merge_evidence(&bios);
     let start_ns = bios.first().and_then(|b| b.q).unwrap_or(0);
     let end_ns = bios.iter().map(|b| b.c).max().unwrap_or(start_ns);
 
@@ -406,7 +457,25 @@ pub fn from_bios_and_wakeups(
     }
     marks.sort_unstable();
     let n = streams.len();
+    // Each process's window: the most bios it had in flight at once. A process at its window
+    // (fio with `iodepth` reached) issues its next bio when one completes, not when it likes.
+    let mut window = vec![0u32; n];
     let mut in_flight = vec![0u32; n];
+    for &(_, kind, i) in &marks {
+        if kind == W {
+            continue;
+        }
+        let s = ios[i as usize].stream as usize;
+        if kind == C {
+            in_flight[s] = in_flight[s].saturating_sub(1);
+        } else {
+            in_flight[s] += 1;
+            window[s] = window[s].max(in_flight[s]);
+        }
+    }
+    in_flight.fill(0);
+    // Per process: its window was full when its last submission returned.
+    let mut full = vec![false; n];
     let mut last_own_c: Vec<Option<(u64, u32)>> = vec![None; n];
     // Each process's last submission: when it returned (the next bio of a process that
     // slept in request allocation follows its wake-up, not its Q), and the bio.
@@ -447,8 +516,22 @@ pub fn from_bios_and_wakeups(
             last_c = Some((t, i));
             continue;
         }
+        // The process had its window full after its last submission, and one of its bios
+        // completed since: this Q waited for that completion (a slot), whatever the gap to
+        // its previous Q. Read as "after the previous Q", a replay on a faster path would
+        // still issue at the recorded (device-bound) pace, and bios would never pile up
+        // where they merge.
+        let slot_freed_by = last_own_c[s].filter(|(tc, _)| {
+            full[s] && t - tc <= DEP_WINDOW_NS && last_q[s].is_none_or(|(tq, _)| *tc >= tq)
+        });
         let trigger = if !io.sync {
             Trigger::At(t - start_ns)
+        } else if let Some((tc, c)) = slot_freed_by.filter(|_| in_flight[s] > 0) {
+            windowed[s] = true;
+            Trigger::AfterCompletion {
+                io: c,
+                delay: t - tc,
+            }
         } else if in_flight[s] > 0 {
             windowed[s] = true;
             match (last_q[s], last_own_c[s]) {
@@ -495,6 +578,7 @@ pub fn from_bios_and_wakeups(
         ios[i as usize].trigger = trigger;
         in_flight[s] += 1;
         streams[s].max_in_flight = streams[s].max_in_flight.max(in_flight[s]);
+        full[s] = window[s] > 1 && in_flight[s] >= window[s];
         last_q[s] = Some((io.rec_submitted.clamp(t, t.max(io.rec_c)), i));
     }
 
@@ -555,6 +639,7 @@ pub fn from_bios_and_wakeups(
         ios,
         service: Vec::new(),
         max_in_driver: 0,
+        merges,
     }
 }
 

@@ -1,0 +1,267 @@
+//! Merging with answers known by construction: a process that keeps N sequential writes in
+//! flight (fio `--iodepth=N`, libaio: each bio submitted on its own) on a device slower than
+//! it submits, behind D driver tags.
+//!
+//! With an elevator and requests to spare (nr_requests >= N), D requests sit in the driver
+//! and the bios freed by a completion wait in the scheduler, where the next ones back-merge
+//! into them; in steady state the driver's D requests and the one filling in the scheduler
+//! share the N bios: N / (D + 1) bios per request. With `nomerges=2` none merge. Under
+//! `none` a bio that finds no free tag sleeps, its process with it: nothing waits where it
+//! could merge.
+
+use crate::{
+    event::Op,
+    input::MemorySource,
+    model::{explain, workload},
+};
+
+use super::{
+    device::{DeviceModel, RotationalModel},
+    replay::{self, Config, Replayer, Run},
+    scenarios::{device, empty, push, stream},
+    sched::{self, SchedEnv, SchedKind, Settings},
+    sim::{self, SimConfig},
+    workload::{StreamKind, Trigger, Workload},
+};
+
+/// 4 KiB writes.
+const BIO_SECTORS: u32 = 8;
+const OVERHEAD_NS: f64 = 100_000.0;
+const NS_PER_SECTOR: f64 = 4_000.0;
+/// fio's reaping and resubmission after a completion.
+const REAP_NS: u64 = 5_000;
+
+/// Sequential disk: 100 µs per request plus 32 µs per 4 KiB, far slower than the submitter.
+fn disk() -> DeviceModel {
+    DeviceModel::Rotational(RotationalModel {
+        overhead_ns: OVERHEAD_NS,
+        ns_per_sector: NS_PER_SECTOR,
+        positioning_ns: vec![Some(5_000_000.0); 48],
+    })
+}
+
+/// `bios` sequential writes by one process that keeps `window` in flight: the first
+/// `window` back to back, each later one `REAP_NS` after the completion that freed its slot.
+fn qd_writer(bios: u32, window: u32, scheduler: &str) -> Workload {
+    let mut st = stream(900, "fio", 1);
+    st.kind = StreamKind::Windowed;
+    st.max_in_flight = window;
+    let mut w = empty(vec![st]);
+    w.device = device("loop0", scheduler, true);
+    for k in 0..bios {
+        let trigger = match k {
+            0 => Trigger::At(0),
+            k if k < window => Trigger::AfterQueue {
+                io: k - 1,
+                delay: 1_000,
+            },
+            k => Trigger::AfterCompletion {
+                io: k - window,
+                delay: REAP_NS,
+            },
+        };
+        let i = push(
+            &mut w,
+            0,
+            1_000_000 + u64::from(k * BIO_SECTORS),
+            BIO_SECTORS,
+            Op::Write,
+            true,
+            trigger,
+        );
+        // libaio: every bio its own submission, no plug batch.
+        w.ios[i as usize].plug_end = true;
+    }
+    w
+}
+
+fn replayer(w: Workload) -> Replayer {
+    Replayer::new(w, Some(disk()), vec![0, 1]).unwrap()
+}
+
+fn run(r: &Replayer, spec: &str) -> Run {
+    r.run(&Config::parse(spec, &Settings::default()).unwrap())
+        .unwrap()
+}
+
+/// Bios in flight on average (Little: bios per second x mean Q2C).
+fn mean_in_flight(run: &Run) -> f64 {
+    run.summary.mb_per_s * 1e6 / f64::from(BIO_SECTORS << 9) * run.summary.q2c_mean_ms / 1e3
+}
+
+#[test]
+fn a_deep_sequential_writer_merges_in_the_scheduler_up_to_its_window() {
+    let (n, d) = (32u32, 16u32);
+    let r = replayer(qd_writer(4000, n, "mq-deadline"));
+    let set = format!("depth={d},nr_requests={}", 2 * d);
+    let merged = run(&r, &format!("mq-deadline:{set},nomerges=0"));
+    let want = f64::from(n) / f64::from(d + 1);
+    let got = merged.summary.merge_ratio;
+    assert!(
+        (got - want).abs() / want < 0.03,
+        "merge ratio {got}, want {want}"
+    );
+    // The process keeps its whole window in flight: bios pile up, they are not paced.
+    let inflight = mean_in_flight(&merged);
+    assert!(
+        (inflight - f64::from(n)).abs() / f64::from(n) < 0.05,
+        "{inflight} in flight"
+    );
+    // Throughput follows from the request size on this disk.
+    let per_bio_ns = OVERHEAD_NS / got + f64::from(BIO_SECTORS) * NS_PER_SECTOR;
+    let want_mb = 4096.0 / per_bio_ns * 1e3;
+    let mb = merged.summary.mb_per_s;
+    assert!(
+        (mb - want_mb).abs() / want_mb < 0.03,
+        "{mb} MB/s, want {want_mb}"
+    );
+
+    let unmerged = run(&r, &format!("mq-deadline:{set},nomerges=2"));
+    assert_eq!(unmerged.summary.merge_ratio, 1.0);
+    assert_eq!(unmerged.summary.requests, 4000);
+    let inflight = mean_in_flight(&unmerged);
+    assert!((inflight - f64::from(n)).abs() / f64::from(n) < 0.05);
+    let want_mb = 4096.0 / (OVERHEAD_NS + f64::from(BIO_SECTORS) * NS_PER_SECTOR) * 1e3;
+    let mb = unmerged.summary.mb_per_s;
+    assert!(
+        (mb - want_mb).abs() / want_mb < 0.03,
+        "{mb} MB/s, want {want_mb}"
+    );
+}
+
+#[test]
+fn merges_stop_at_max_sectors() {
+    // 64 in flight behind 4 tags would merge ~13 bios a request; 16 KiB allows 4.
+    let r = replayer(qd_writer(2000, 64, "mq-deadline"));
+    let run = run(&r, "mq-deadline:depth=4,nr_requests=128,max_sectors_kb=16");
+    let ratio = run.summary.merge_ratio;
+    assert!(ratio > 3.8 && ratio <= 4.0, "{ratio}");
+}
+
+#[test]
+fn a_window_within_the_driver_tags_leaves_nothing_to_merge() {
+    // Seed 002 at iodepth 32 on a 128-tag loop device: every request goes straight in.
+    let r = replayer(qd_writer(2000, 32, "mq-deadline"));
+    let run = run(&r, "mq-deadline:depth=128,nomerges=0");
+    assert_eq!(run.summary.merge_ratio, 1.0);
+}
+
+#[test]
+fn under_none_a_writer_blocked_on_tags_merges_nothing() {
+    // 32 in flight wanted, 8 tags: the 9th bio sleeps for a tag, and the request it gets
+    // goes to the driver before its process submits the next bio.
+    let r = replayer(qd_writer(2000, 32, "none"));
+    let none = run(&r, "none:depth=8,nomerges=0");
+    assert_eq!(none.summary.merge_ratio, 1.0);
+    assert_eq!(none.summary.requests, 2000);
+    // 8 in the driver and the one asleep.
+    let inflight = mean_in_flight(&none);
+    assert!((8.0..9.5).contains(&inflight), "{inflight} in flight");
+}
+
+/// Events of `w` as the kernel would have traced them under `kind` with `cfg`.
+fn trace(w: &Workload, kind: SchedKind, cfg: SimConfig) -> Vec<crate::event::Event> {
+    let env = SchedEnv {
+        rotational: true,
+        kernel: 6018,
+        peak_sectors_per_sec: disk().peak_sectors_per_sec(),
+        root_cgroups: vec![0, 1],
+    };
+    let s = sched::build(kind, &Settings::default(), &env).unwrap();
+    sim::run(w, &disk(), s, cfg).events
+}
+
+/// Extraction, nomerges inference and explain on a recording of the deep writer under
+/// mq-deadline with merging off (seed 002): the rebuilt stream must wait for completions at
+/// its window (not follow its recorded, device-paced Qs), so that replayed with merging on
+/// its bios pile up and merge; explain's what-if equals that replay.
+#[test]
+fn explain_estimates_the_merges_a_recording_with_nomerges_2_missed() {
+    let (n, d) = (32u32, 16u32);
+    let w = qd_writer(4000, n, "mq-deadline");
+    let cfg = |nomerges| SimConfig {
+        depth: d,
+        max_requests: 2 * d,
+        nomerges,
+        ..SimConfig::default()
+    };
+    let mut info = w.device.clone();
+    info.nr_requests = Some(2 * d);
+    let extract = |events: Vec<crate::event::Event>| {
+        let mut src = MemorySource::new(vec![info.clone()], events);
+        workload::extract(&mut src, None).unwrap()
+    };
+
+    let recorded_on = extract(trace(&w, SchedKind::MqDeadline, cfg(0)));
+    assert!(recorded_on.merges.merged > 1000, "{:?}", recorded_on.merges);
+    let r_on = Replayer::new(recorded_on, Some(disk()), vec![0, 1]).unwrap();
+    assert!(!r_on.merging_was_off());
+
+    let events = trace(&w, SchedKind::MqDeadline, cfg(2));
+    let extracted = extract(events.clone());
+    assert_eq!(extracted.merges.merged, 0);
+    // Every bio after the driver's first D found its predecessor waiting in the scheduler.
+    assert!(extracted.merges.missed > 3900, "{:?}", extracted.merges);
+    let st = &extracted.streams[0];
+    assert_eq!((st.kind, st.max_in_flight), (StreamKind::Windowed, n));
+    // Past the first window, each Q follows its own completion.
+    let after_c = extracted
+        .ios
+        .iter()
+        .skip(n as usize)
+        .filter(|io| matches!(io.trigger, Trigger::AfterCompletion { .. }))
+        .count();
+    assert!(after_c >= 4000 - n as usize - 2, "{after_c}");
+
+    let r = Replayer::new(extracted, Some(disk()), vec![0, 1]).unwrap();
+    assert!(r.merging_was_off());
+    let as_recorded = r.run(&r.recorded_config().unwrap()).unwrap();
+    assert_eq!(as_recorded.summary.merge_ratio, 1.0);
+    let on = run(&r, "mq-deadline:nomerges=0");
+    let want = f64::from(n) / f64::from(d + 1);
+    assert!(
+        (on.summary.merge_ratio - want).abs() / want < 0.03,
+        "{}",
+        on.summary.merge_ratio
+    );
+    let gain = on.summary.mb_per_s / as_recorded.summary.mb_per_s - 1.0;
+    assert!(gain > 0.3, "{gain}");
+
+    let mut src = MemorySource::new(vec![info.clone()], events);
+    let (recorded, report) =
+        replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let e = explain::explain(&r, &recorded, &report).unwrap();
+    let f = e
+        .findings
+        .iter()
+        .find(|f| f.cause == "missing_merges")
+        .unwrap_or_else(|| panic!("{e:#?}"));
+    let est = f.estimate.as_ref().unwrap();
+    assert!(
+        (est.change_pct / 100.0 - gain).abs() < 0.02,
+        "{est:?} vs {gain}"
+    );
+    // Changing the scheduler does not turn merging on: no other scheduler is credited.
+    assert!(
+        !e.findings.iter().any(|f| f.cause == "other_scheduler"),
+        "{e:#?}"
+    );
+}
+
+/// The nomerges inference needs an elevator: under `none` requests do not wait where bios
+/// merge, so a merge-free recording says nothing.
+#[test]
+fn a_none_recording_says_nothing_of_nomerges() {
+    let w = qd_writer(1000, 32, "none");
+    let cfg = SimConfig {
+        depth: 8,
+        max_requests: 8,
+        nomerges: 0,
+        ..SimConfig::default()
+    };
+    let mut src = MemorySource::new(vec![w.device.clone()], trace(&w, SchedKind::None, cfg));
+    let extracted = workload::extract(&mut src, None).unwrap();
+    assert_eq!(extracted.merges.merged, 0);
+    let r = Replayer::new(extracted, Some(disk()), vec![0, 1]).unwrap();
+    assert!(!r.merging_was_off());
+}
