@@ -232,6 +232,32 @@ fn median(v: &mut [f64]) -> Option<f64> {
     Some(v[v.len() / 2])
 }
 
+/// Samples of one size needed for that size to count in [`size_fit`].
+const MIN_PER_SIZE: usize = 3;
+
+/// Service time against size, `(overhead, per sector)`, robust to a few odd requests: the
+/// line through each size's median (sizes seen at least [`MIN_PER_SIZE`] times, weighted by
+/// count). `None` with fewer than two such sizes: one 16-sector request among 300 of 8
+/// sectors, slow because the device served another's request first, says nothing of the
+/// transfer rate (fitted by least squares it made a 1 MB/s disk).
+fn size_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let mut by_size: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
+    for (s, t) in points {
+        by_size.entry(*s as u64).or_default().push(*t);
+    }
+    let mut weighted: Vec<(f64, f64)> = Vec::new();
+    for (size, mut times) in by_size {
+        if times.len() < MIN_PER_SIZE {
+            continue;
+        }
+        let m = median(&mut times)?;
+        // Weight by count, capped so that one dominant size does not hide the rest.
+        let w = times.len().min(64);
+        weighted.extend(std::iter::repeat_n((size as f64, m), w));
+    }
+    linear_fit(&weighted)
+}
+
 /// Least squares y = a + b x; `None` when x does not vary.
 fn linear_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     let n = points.len() as f64;
@@ -301,7 +327,7 @@ fn fit_rotational(
     // A handful of contiguous requests (a second reader starting while the first streamed)
     // says nothing reliable: they may have waited behind another's seek.
     let seq_fit = if seq.len() >= MIN_CONTIGUOUS {
-        linear_fit(&seq)
+        size_fit(&seq)
     } else {
         None
     };
@@ -309,13 +335,25 @@ fn fit_rotational(
         seq.clear();
     }
     let (overhead_ns, ns_per_sector) = match seq_fit {
-        Some((a, b)) if b > 0.0 && a >= 0.0 => (a, b),
+        // The overhead as the mean of what the transfer leaves (see below).
+        Some((a, b)) if b > 0.0 && a >= 0.0 => {
+            let over = mean(&seq.iter().map(|(s, t)| t - s * b).collect::<Vec<_>>());
+            (over.unwrap_or(a).max(0.0), b)
+        }
         _ => {
             // The slope from the seeks themselves (size against time over all distances),
             // else a 120 MB/s disk's.
+            // A slope the contiguous requests contradict (their transfer alone would take
+            // longer than they did: the seeks' sizes went with their distances) is none.
+            let seq_mean = mean(&seq.iter().map(|(_, t)| *t).collect::<Vec<_>>());
+            let seq_size = mean(&seq.iter().map(|(s, _)| *s).collect::<Vec<_>>());
             let slope = linear_fit(&seek_points)
                 .map(|(_, b)| b)
-                .filter(|b| *b >= 0.0);
+                .filter(|b| *b >= 0.0)
+                .filter(|b| match (seq_mean, seq_size) {
+                    (Some(t), Some(s)) => b * s <= t,
+                    _ => true,
+                });
             let per = slope.unwrap_or_else(|| {
                 notes.push(format!(
                     "transfer rate assumed ({:.0} MB/s): request sizes do not vary enough to \
@@ -514,6 +552,47 @@ mod tests {
         assert!(q.mean_abs_error_pct < 10.0, "{q:?}");
         assert!(q.total_error_pct.abs() < 5.0, "{q:?}");
         assert!(q.r2 > 0.9, "{q:?}");
+    }
+
+    /// Seed 001's journal on a disk with 200 µs per contiguous 4 KiB request and 8 ms seeks:
+    /// the contiguous requests are nearly all one size, one odd 16-sector one took 8 ms (the
+    /// device served another's request first), and the bigger requests are the far ones.
+    /// Neither may set the transfer rate: the fit must keep the contiguous requests' time.
+    #[test]
+    fn one_size_of_contiguous_requests_gives_no_transfer_rate() {
+        let mut samples = Vec::new();
+        let mut t = 0u64;
+        let mut push = |sector: u64, sectors: u32, svc: u64| {
+            samples.push(ServiceSample {
+                d: t,
+                c: t + svc,
+                sector,
+                sectors,
+                write: true,
+                depth_at_d: 1,
+            });
+            t += svc + 10_000;
+        };
+        let mut journal = 1 << 20;
+        for k in 0..300u64 {
+            // dd's write far away (8 sectors), then the journal's (16 sectors, farther).
+            push(266_240 + k * 8, 8, 8_000_000);
+            push(journal, 16, 8_700_000);
+            journal += 16;
+            // The commit block, contiguous.
+            let svc = if k == 7 { 8_700_000 } else { 200_000 };
+            push(journal, if k == 7 { 16 } else { 8 }, svc);
+            journal += if k == 7 { 16 } else { 8 };
+        }
+        let (model, q) = fit(&samples, Some(true)).unwrap();
+        let DeviceModel::Rotational(m) = &model else {
+            panic!("rotational expected")
+        };
+        assert!(m.ns_per_sector * 8.0 <= 200_000.0, "{m:?}");
+        assert!(q.total_error_pct.abs() < 5.0, "{q:?}");
+        // The mean keeps the odd one's time: (299 x 200 µs + 8.7 ms) / 300.
+        let contiguous = model.service_ns(1000, 1000, 8) as f64;
+        assert!((contiguous - 228_000.0).abs() < 10_000.0, "{contiguous}");
     }
 
     #[test]
