@@ -66,6 +66,14 @@ pub fn workload_lines(r: &Replayer) -> Vec<String> {
                 s.max_in_flight,
                 s.think_mean_ns / 1e6
             );
+            if s.tag_bound() {
+                let _ = write!(
+                    line,
+                    " (slept for a free request before {} of them: held back by the queue, \
+                     its own depth is larger; --set iodepth=N replays it at N)",
+                    s.slept_for_request
+                );
+            }
             for (d, n) in &s.depends_on {
                 let _ = write!(line, "; waits for {} ({n} times)", w.stream_name(*d));
             }

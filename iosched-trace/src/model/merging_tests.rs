@@ -265,3 +265,49 @@ fn a_none_recording_says_nothing_of_nomerges() {
     let r = Replayer::new(extracted, Some(disk()), vec![0, 1]).unwrap();
     assert!(!r.merging_was_off());
 }
+
+/// Seed 002 recorded under `none`: the writer wants 32 in flight, the device has 8 tags, so
+/// it sleeps for a tag before nearly every bio and the trace shows only 9 in flight. The
+/// extraction says its depth is a lower bound; replayed under mq-deadline (16 requests) at
+/// that bound nothing waits to merge, and at its real depth (`iodepth=32`) bios merge
+/// 32 / (8 + 1) to a request.
+#[test]
+fn a_writer_held_back_by_tags_is_marked_and_iodepth_replays_its_real_depth() {
+    let w = qd_writer(3000, 32, "none");
+    let cfg = SimConfig {
+        depth: 8,
+        max_requests: 8,
+        ..SimConfig::default()
+    };
+    let mut info = w.device.clone();
+    info.nr_requests = Some(8);
+    let mut src = MemorySource::new(vec![info], trace(&w, SchedKind::None, cfg));
+    let mut extracted = workload::extract(&mut src, None).unwrap();
+    // The simulator writes no unplugs; a recording of libaio has one after every bio.
+    for io in &mut extracted.ios {
+        io.plug_end = true;
+    }
+    let st = &extracted.streams[0];
+    assert_eq!(st.max_in_flight, 9, "{st:?}");
+    assert!(st.tag_bound(), "{st:?}");
+    let r = Replayer::new(extracted, Some(disk()), vec![0, 1]).unwrap();
+    let bound = run(&r, "mq-deadline:nr_requests=16");
+    assert!(
+        bound.summary.merge_ratio < 1.15,
+        "{}",
+        bound.summary.merge_ratio
+    );
+    let deep = run(&r, "mq-deadline:nr_requests=64,iodepth=32");
+    let want = 32.0 / 9.0;
+    let got = deep.summary.merge_ratio;
+    assert!((got - want).abs() / want < 0.05, "{got} vs {want}");
+    // A writer within its tags is not marked.
+    let shallow = qd_writer(1000, 4, "none");
+    let mut src = MemorySource::new(
+        vec![shallow.device.clone()],
+        trace(&shallow, SchedKind::None, cfg),
+    );
+    let extracted = workload::extract(&mut src, None).unwrap();
+    assert!(!extracted.streams[0].tag_bound());
+    assert_eq!(extracted.streams[0].max_in_flight, 4);
+}

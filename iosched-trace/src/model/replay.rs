@@ -391,7 +391,8 @@ impl Replayer {
 
     /// The simulator's settings: `depth` (driver tags), `nr_requests` (requests that may
     /// exist: the driver tags under `none`, else 2 x min(depth, 128) by default),
-    /// `nomerges`, `max_sectors_kb`.
+    /// `nomerges`, `max_sectors_kb`, `iodepth` (bios each process with several in flight
+    /// keeps in flight; default: its recorded maximum).
     fn sim_config(
         &self,
         sched: SchedKind,
@@ -416,6 +417,12 @@ impl Replayer {
             depth,
             max_requests: max_requests.max(depth),
             nomerges: settings.u64_or("nomerges", 0)?.min(2) as u8,
+            iodepth: settings
+                .0
+                .contains_key("iodepth")
+                .then(|| settings.u64_or("iodepth", 1))
+                .transpose()?
+                .map(|d| d.clamp(1, 1 << 20) as u32),
             max_sectors: (settings.u64_or("max_sectors_kb", 1280)?.max(4) * 2) as u32,
             emit,
         })

@@ -42,6 +42,9 @@ pub struct SimConfig {
     pub max_requests: u32,
     /// 0: all merges; 1: plug merges only; 2: none.
     pub nomerges: u8,
+    /// Most bios a process with several in flight keeps in flight, instead of the recorded
+    /// maximum (which is only a lower bound for a process that slept for requests).
+    pub iodepth: Option<u32>,
     pub max_sectors: u32,
     /// Write events for the report (off for speed measurements).
     pub emit: bool,
@@ -53,6 +56,7 @@ impl Default for SimConfig {
             depth: 32,
             max_requests: u32::MAX,
             nomerges: 0,
+            iodepth: None,
             max_sectors: 2560,
             emit: true,
         }
@@ -252,7 +256,7 @@ pub fn run(
             .streams
             .iter()
             .map(|s| match s.kind {
-                StreamKind::Windowed => s.max_in_flight.max(1),
+                StreamKind::Windowed => cfg.iodepth.unwrap_or(s.max_in_flight).max(1),
                 _ => u32::MAX,
             })
             .collect(),
@@ -424,6 +428,9 @@ impl<'a> Sim<'a> {
         let s = io.stream as usize;
         if self.in_flight[s] >= self.window[s] || !self.held[s].is_empty() {
             self.held[s].push_back(i);
+            // Its process waits for a completion: asleep, its plug is flushed (schedule()),
+            // or the requests it holds would never go out.
+            self.flush_plug(s);
             return;
         }
         self.in_flight[s] += 1;
@@ -464,6 +471,7 @@ impl<'a> Sim<'a> {
         let s = io.stream as usize;
         if self.in_flight[s] >= self.window[s] {
             self.held[s].push_front(i);
+            self.flush_plug(s);
             return;
         }
         self.in_flight[s] += 1;

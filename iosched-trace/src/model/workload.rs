@@ -109,6 +109,23 @@ pub struct Stream {
     /// Index of its last bio: after it the process does no more I/O (BFQ does not idle for
     /// a queue whose process is gone).
     pub last_io: u32,
+    /// Bios it queued and then slept for a free request (tag): when most did, the process
+    /// was held back by the queue, not by its own depth, and `max_in_flight` is only a lower
+    /// bound of what it would keep in flight (fio `--iodepth` beyond the device's tags).
+    #[serde(default)]
+    pub slept_for_request: u32,
+}
+
+/// A bio whose request came this long after its Q slept for it (allocation itself takes a
+/// few µs).
+pub const SLEPT_NS: u64 = 20_000;
+
+impl Stream {
+    /// Held back by the queue's requests for most of its bios: its depth is unknown beyond
+    /// `max_in_flight`.
+    pub fn tag_bound(&self) -> bool {
+        self.kind == StreamKind::Windowed && 2 * self.slept_for_request >= self.ios
+    }
 }
 
 fn comm_str<S: serde::Serializer>(c: &Comm, s: S) -> Result<S::Ok, S::Error> {
@@ -413,11 +430,15 @@ pub fn from_bios_and_wakeups(
                 think_mean_ns: 0.0,
                 max_in_flight: 0,
                 last_io: 0,
+                slept_for_request: 0,
             });
             (streams.len() - 1) as u32
         });
         streams[id as usize].ios += 1;
         streams[id as usize].last_io = ios.len() as u32;
+        if b.q.zip(b.g).is_some_and(|(q, g)| g > q + SLEPT_NS) {
+            streams[id as usize].slept_for_request += 1;
+        }
         ios.push(Io {
             stream: id,
             sector: b.sector,
@@ -521,8 +542,14 @@ pub fn from_bios_and_wakeups(
         // its previous Q. Read as "after the previous Q", a replay on a faster path would
         // still issue at the recorded (device-bound) pace, and bios would never pile up
         // where they merge.
+        // A process whose last bio slept for a request was held back by the queue, not by
+        // its window: it goes on as soon as its submission returns.
         let slot_freed_by = last_own_c[s].filter(|(tc, _)| {
-            full[s] && t - tc <= DEP_WINDOW_NS && last_q[s].is_none_or(|(tq, _)| *tc >= tq)
+            full[s]
+                && t - tc <= DEP_WINDOW_NS
+                && last_q[s].is_none_or(|(tq, q)| {
+                    *tc > tq && ios[q as usize].rec_submitted <= ios[q as usize].rec_q + SLEPT_NS
+                })
         });
         let trigger = if !io.sync {
             Trigger::At(t - start_ns)

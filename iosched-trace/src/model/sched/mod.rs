@@ -459,6 +459,7 @@ pub const SIM_KEYS: &[&str] = &[
     "nomerges",
     "max_sectors_kb",
     "own_group",
+    "iodepth",
 ];
 
 /// `6.18.0-1-amd64` -> 6018.
