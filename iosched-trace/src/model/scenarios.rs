@@ -41,6 +41,8 @@ pub fn stream(pid: u32, comm: &str, cgroup: u64) -> Stream {
         max_in_flight: 1,
         last_io: 0,
         slept_for_request: 0,
+        slept_ns: 0,
+        span_ns: 0,
     }
 }
 

@@ -114,6 +114,12 @@ pub struct Stream {
     /// bound of what it would keep in flight (fio `--iodepth` beyond the device's tags).
     #[serde(default)]
     pub slept_for_request: u32,
+    /// Time its bios spent asleep for a request, and the span of its I/O (first Q to last
+    /// C), ns.
+    #[serde(default)]
+    pub slept_ns: u64,
+    #[serde(default)]
+    pub span_ns: u64,
 }
 
 /// A bio whose request came this long after its Q slept for it (allocation itself takes a
@@ -121,10 +127,11 @@ pub struct Stream {
 pub const SLEPT_NS: u64 = 20_000;
 
 impl Stream {
-    /// Held back by the queue's requests for most of its bios: its depth is unknown beyond
-    /// `max_in_flight`.
+    /// Asleep for requests most of the time (a process woken by a batch of completions
+    /// submits several bios without sleeping, so its share of bios that slept can be
+    /// small): its depth is unknown beyond `max_in_flight`.
     pub fn tag_bound(&self) -> bool {
-        self.kind == StreamKind::Windowed && 2 * self.slept_for_request >= self.ios
+        self.kind == StreamKind::Windowed && 2 * self.slept_ns >= self.span_ns && self.span_ns > 0
     }
 }
 
@@ -431,13 +438,18 @@ pub fn from_bios_and_wakeups(
                 max_in_flight: 0,
                 last_io: 0,
                 slept_for_request: 0,
+                slept_ns: 0,
+                span_ns: 0,
             });
             (streams.len() - 1) as u32
         });
         streams[id as usize].ios += 1;
         streams[id as usize].last_io = ios.len() as u32;
-        if b.q.zip(b.g).is_some_and(|(q, g)| g > q + SLEPT_NS) {
+        if let Some((q, g)) = b.q.zip(b.g)
+            && g > q + SLEPT_NS
+        {
             streams[id as usize].slept_for_request += 1;
+            streams[id as usize].slept_ns += g - q;
         }
         ios.push(Io {
             stream: id,
@@ -456,6 +468,13 @@ pub fn from_bios_and_wakeups(
                 .max(b.m.map_or(0, |(t, _)| t)),
             rec_c: b.c,
         });
+    }
+
+    let mut first_q: Vec<Option<u64>> = vec![None; streams.len()];
+    for io in &ios {
+        let st = &mut streams[io.stream as usize];
+        let from = *first_q[io.stream as usize].get_or_insert(io.rec_q);
+        st.span_ns = st.span_ns.max(io.rec_c.saturating_sub(from));
     }
 
     // Sweep Qs, Cs and wakeups in time order (completions, then wakeups, then Qs at equal
