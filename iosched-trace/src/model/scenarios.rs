@@ -40,6 +40,7 @@ pub fn stream(pid: u32, comm: &str, cgroup: u64) -> Stream {
         think_mean_ns: 0.0,
         max_in_flight: 1,
         last_io: 0,
+        ioprio: 0,
     }
 }
 
@@ -200,6 +201,8 @@ pub fn trace(
         kernel: super::replay::kernel_of(w),
         peak_sectors_per_sec: dev.peak_sectors_per_sec(),
         root_cgroups: vec![0, 1],
+        stream_ioprio: w.streams.iter().map(|s| s.ioprio).collect(),
+        max_budget_start: None,
     };
     let s = sched::build(kind, settings, &env)?;
     Ok(sim::run(w, dev, s, SimConfig::default()).events)

@@ -109,6 +109,9 @@ pub struct Stream {
     /// Index of its last bio: after it the process does no more I/O (BFQ does not idle for
     /// a queue whose process is gone).
     pub last_io: u32,
+    /// I/O priority of its first bio (class << 13 | level; 0: none, the kernel's default
+    /// best-effort level 4): BFQ's queue weight.
+    pub ioprio: u16,
 }
 
 fn comm_str<S: serde::Serializer>(c: &Comm, s: S) -> Result<S::Ok, S::Error> {
@@ -362,6 +365,7 @@ pub fn from_bios_and_wakeups(
                 think_mean_ns: 0.0,
                 max_in_flight: 0,
                 last_io: 0,
+                ioprio: s.ioprio,
             });
             (streams.len() - 1) as u32
         });
@@ -583,6 +587,7 @@ mod tests {
                 tgid: pid,
                 comm: Comm::new(comm),
                 cgroup_id: 0,
+                ioprio: 0,
             }),
             op: Op::Write,
             flags: ReqFlags(ReqFlags::SYNC),
