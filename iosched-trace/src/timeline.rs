@@ -29,6 +29,8 @@ pub struct Submitter {
     pub tgid: u32,
     pub comm: Comm,
     pub cgroup_id: u64,
+    /// The bio's I/O priority (class << 13 | level), as the Q event carried it.
+    pub ioprio: u16,
 }
 
 impl Submitter {
@@ -38,6 +40,7 @@ impl Submitter {
             tgid: ev.tgid,
             comm: ev.comm,
             cgroup_id: ev.cgroup_id,
+            ioprio: ev.ioprio,
         }
     }
 }

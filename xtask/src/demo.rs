@@ -58,6 +58,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
             keep: args.keep.clone(),
             interrupted: &scratch::interrupted,
             verbose: false,
+            sched_log: false,
         },
     )
     .context("demo runs")?;

@@ -21,6 +21,9 @@ pub struct ScenarioArgs {
     /// Print the runs' summaries as JSON on stdout instead of the table.
     #[arg(long)]
     json: bool,
+    /// Record the BFQ runs with `--sched-log` (BFQ's own decision log in the recording).
+    #[arg(long)]
+    sched_log: bool,
     #[command(flatten)]
     bin: BinArgs,
 }
@@ -44,6 +47,7 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<()> {
             keep: args.keep.clone(),
             interrupted: &scratch::interrupted,
             verbose: true,
+            sched_log: args.sched_log,
         },
     )
     .with_context(|| format!("scenario {}", scenario.name))?;

@@ -83,6 +83,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                     keep: Some(dir.clone()),
                     interrupted: &scratch::interrupted,
                     verbose: true,
+                    sched_log: false,
                 },
             )
             .with_context(|| format!("scenario {name}"))?;

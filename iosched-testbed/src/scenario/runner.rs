@@ -81,6 +81,9 @@ pub struct RunOptions<'a> {
     pub interrupted: &'a dyn Fn() -> bool,
     /// Progress lines on stderr.
     pub verbose: bool,
+    /// Record BFQ runs with `--sched-log` (BFQ's own decision log, for the model's
+    /// decision-level agreement).
+    pub sched_log: bool,
 }
 
 impl Default for RunOptions<'_> {
@@ -89,6 +92,7 @@ impl Default for RunOptions<'_> {
             keep: None,
             interrupted: &|| false,
             verbose: true,
+            sched_log: false,
         }
     }
 }
@@ -219,6 +223,11 @@ fn run_one(
 
     let recording = out_dir.join(format!("{}.istrace", run.label));
     let _ = fs::remove_file(&recording);
+    let record_options: &[&str] = if options.sched_log && run.scheduler == "bfq" {
+        &["--sched-log"]
+    } else {
+        &[]
+    };
     let (workload_secs, fio) = match &run.workload {
         Workload::Fio(args) => {
             let fio_out = scratch.join(format!("{}.fio.json", run.label));
@@ -227,7 +236,8 @@ fn run_one(
                 .arg(format!("--filename={}", disk.device().display()))
                 .arg("--output-format=json")
                 .arg(format!("--output={}", fio_out.display()));
-            let recorder = Recorder::start(&tools.trace_bin, disk.name(), &recording)?;
+            let recorder =
+                Recorder::start(&tools.trace_bin, disk.name(), &recording, record_options)?;
             let secs = timed(&mut cmd)?;
             recorder.stop()?;
             let text = fs::read_to_string(&fio_out)
@@ -252,7 +262,8 @@ fn run_one(
                 &format!("count={count}"),
                 "status=none",
             ]);
-            let recorder = Recorder::start(&tools.trace_bin, disk.name(), &recording)?;
+            let recorder =
+                Recorder::start(&tools.trace_bin, disk.name(), &recording, record_options)?;
             let secs = timed(&mut cmd)?;
             recorder.stop()?;
             (secs, None)
@@ -270,7 +281,8 @@ fn run_one(
             );
             let mut cmd = Command::new("sh");
             cmd.args(["-c", &script]);
-            let recorder = Recorder::start(&tools.trace_bin, disk.name(), &recording)?;
+            let recorder =
+                Recorder::start(&tools.trace_bin, disk.name(), &recording, record_options)?;
             let secs = timed(&mut cmd)?;
             recorder.stop()?;
             drop(cgroup);
@@ -385,10 +397,16 @@ struct Recorder {
 }
 
 impl Recorder {
-    fn start(bin: &Path, device: &str, output: &Path) -> Result<Self, ScenarioError> {
+    fn start(
+        bin: &Path,
+        device: &str,
+        output: &Path,
+        options: &[&str],
+    ) -> Result<Self, ScenarioError> {
         let mut child = Command::new(bin)
             .args(["record", "-d", device, "-o"])
             .arg(output)
+            .args(options)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

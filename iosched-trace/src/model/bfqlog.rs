@@ -120,18 +120,51 @@ pub fn parse(text: &str) -> BfqLogged {
     }
 }
 
-/// How many of the log's expirations the model matched, in order, with the same queue and
-/// reason (a longest common subsequence), over the log's count.
-pub fn expiry_agreement(model: &[(u32, ExpireReason)], log: &[(u32, ExpireReason)]) -> f64 {
+/// BFQ's `bfq_max_budget` when the log begins: the first budget it gave a queue it had
+/// just allocated is 2/3 of it (`bfq_init_bfqq`: `max_budget = 2 * bfq_max_budget / 3`).
+/// `None` without such a queue.
+pub fn max_budget_at_start(notes: &[crate::event::Note]) -> Option<u32> {
+    let mut allocated = Vec::new();
+    for n in notes {
+        let Some((pid, _, msg)) = queue_prefix(&n.text) else {
+            continue;
+        };
+        if msg.starts_with("allocated") {
+            allocated.push(pid);
+        } else if let Some(b) = msg.strip_prefix("set_in_service_queue, cur-budget = ") {
+            // Only a fresh queue's first budget says it; another's says its own history.
+            return if allocated.contains(&pid) {
+                b.trim().parse::<u32>().ok().map(|b| b * 3 / 2)
+            } else {
+                None
+            };
+        }
+    }
+    None
+}
+
+/// How many of the log's expirations the model matched, in order, with the same key (a
+/// longest common subsequence), over the log's count.
+pub fn expiry_agreement<K: PartialEq>(model: &[K], log: &[K]) -> f64 {
     if log.is_empty() {
         return if model.is_empty() { 1.0 } else { 0.0 };
     }
+    f64::from(common_in_order(model, log)) / log.len() as f64
+}
+
+/// The length of the longest common subsequence of `model` and `log`.
+fn common_in_order<K: PartialEq>(model: &[K], log: &[K]) -> u32 {
+    common_in_order_by(model, log, |m, l| m == l)
+}
+
+/// [`common_in_order`] with a match predicate.
+fn common_in_order_by<M, L>(model: &[M], log: &[L], same: impl Fn(&M, &L) -> bool) -> u32 {
     // O(n·m) memory is too much for long traces: the two-row form.
     let mut prev = vec![0u32; model.len() + 1];
     let mut cur = vec![0u32; model.len() + 1];
     for l in log {
         for (j, m) in model.iter().enumerate() {
-            cur[j + 1] = if l == m {
+            cur[j + 1] = if same(m, l) {
                 prev[j] + 1
             } else {
                 cur[j].max(prev[j + 1])
@@ -139,7 +172,7 @@ pub fn expiry_agreement(model: &[(u32, ExpireReason)], log: &[(u32, ExpireReason
         }
         std::mem::swap(&mut prev, &mut cur);
     }
-    f64::from(prev[model.len()]) / log.len() as f64
+    prev[model.len()]
 }
 
 #[cfg(test)]
@@ -214,28 +247,108 @@ mod tests {
             (2, Preempted),
         ];
         assert_eq!(expiry_agreement(&model, &log), 0.75);
-        assert_eq!(expiry_agreement(&[], &log), 0.0);
+        assert_eq!(expiry_agreement::<(u32, ExpireReason)>(&[], &log), 0.0);
     }
 }
 
+/// Where a queue was expired: its process, how many of its requests it had dispatched by
+/// then (the index of the last one, in the process's own order), and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpiryPoint {
+    pub pid: u32,
+    pub served: Option<u32>,
+    pub reason: ExpireReason,
+    /// Requests of the process dispatched since its previous expiration (its slot).
+    pub slot: u32,
+}
+
+impl ExpiryPoint {
+    /// Within 5% of the slot (at least one request): a time-based expiration (timeout,
+    /// idling) lands a few requests apart when the model's timing differs by a percent.
+    fn near(&self, log: &ExpiryPoint) -> bool {
+        let tol = (log.slot / 20).max(1);
+        self.pid == log.pid
+            && match (self.served, log.served) {
+                (Some(a), Some(b)) => a.abs_diff(b) <= tol,
+                (a, b) => a == b,
+            }
+    }
+}
+
+/// A dispatch: (ns, pid, index of the request in its process's order).
+pub type DispatchPoint = (u64, u32, u64);
+
+/// Dispatches in time order.
+pub type Dispatches = [DispatchPoint];
+
 /// BFQ's log against the model's decisions for the same trace.
+///
+/// The model replays the workload with its own timing, so its expirations cannot be
+/// aligned with the log's by time, and aligning them by order alone rewards a model that
+/// expires queues at every turn (each log entry finds a partner somewhere). Here an
+/// expiration is placed by the *point* it happened: the expired process and the last
+/// request that process had dispatched (both runs serve the same requests: the
+/// recording's), within 5% of the slot's requests. Two expirations agree when they are at
+/// the same point for the same reason; the sequences are matched in order (longest common subsequence), and the
+/// agreement is over the larger of the two counts, so missing and extra switches both
+/// count against it.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct LogComparison {
     pub log_switches: u64,
     pub model_switches: u64,
     pub log_expirations: std::collections::BTreeMap<&'static str, u64>,
     pub model_expirations: std::collections::BTreeMap<&'static str, u64>,
-    /// Log expirations matched in order by the model with the same process and reason, %.
+    /// Expirations at the same point with the same reason, in order.
+    pub matched: u64,
+    /// Expirations at the same point whatever the reason.
+    pub matched_points: u64,
+    /// `matched` over the larger of the two expiration counts, %: the agreement.
+    pub agreement_pct: f64,
+    /// `matched` over the log's expirations, %: the share of BFQ's switches the model made.
     pub expirations_matched_pct: f64,
+    /// `matched_points` over the larger count, %: switches at the right point, any reason.
+    pub points_agreement_pct: f64,
     /// BFQ merged queues of different processes (the model does not merge queues).
     pub log_has_shared_queues: bool,
 }
 
-/// Compares `notes`' BFQ decisions with the model's; `pid_of` maps a model stream to a pid.
+/// The point of each expiration in `expiries` ((ns, pid, reason), in time order): the
+/// last dispatch of that pid at or before it.
+fn placed(expiries: &[(u64, u32, ExpireReason)], dispatches: &Dispatches) -> Vec<ExpiryPoint> {
+    let mut last: rustc_hash::FxHashMap<u32, u64> = rustc_hash::FxHashMap::default();
+    let mut count: rustc_hash::FxHashMap<u32, u32> = rustc_hash::FxHashMap::default();
+    let mut at_expiry: rustc_hash::FxHashMap<u32, u32> = rustc_hash::FxHashMap::default();
+    let mut next = 0;
+    expiries
+        .iter()
+        .map(|&(t, pid, reason)| {
+            while next < dispatches.len() && dispatches[next].0 <= t {
+                let (_, p, index) = dispatches[next];
+                last.insert(p, index);
+                *count.entry(p).or_insert(0) += 1;
+                next += 1;
+            }
+            let n = count.get(&pid).copied().unwrap_or(0);
+            let slot = n - at_expiry.insert(pid, n).unwrap_or(0);
+            ExpiryPoint {
+                pid,
+                served: last.get(&pid).map(|i| *i as u32),
+                reason,
+                slot,
+            }
+        })
+        .collect()
+}
+
+/// Compares `notes`' BFQ decisions with the model's. `pid_of` maps a model stream to a
+/// pid; `recorded` are the trace's dispatches (on the notes' clock), `modelled` the
+/// model's (on its decisions' clock).
 pub fn compare(
     notes: &[crate::event::Note],
     decisions: &[super::sched::Decided],
     pid_of: impl Fn(u32) -> u32,
+    recorded: &Dispatches,
+    modelled: &Dispatches,
 ) -> LogComparison {
     use super::sched::Decision;
     let mut c = LogComparison::default();
@@ -249,7 +362,7 @@ pub fn compare(
             BfqLogged::Expire { pid, reason, .. } => {
                 *c.log_expirations.entry(reason.name()).or_insert(0) += 1;
                 c.log_has_shared_queues |= pid == SHARED;
-                log_exp.push((pid, reason));
+                log_exp.push((n.ts_ns, pid, reason));
             }
             _ => {}
         }
@@ -266,11 +379,116 @@ pub fn compare(
             } => {
                 *c.model_expirations.entry(reason.name()).or_insert(0) += 1;
                 let pid = if *shared { SHARED } else { pid_of(*stream) };
-                model_exp.push((pid, *reason));
+                model_exp.push((d.t, pid, *reason));
             }
             _ => {}
         }
     }
-    c.expirations_matched_pct = 100.0 * expiry_agreement(&model_exp, &log_exp);
+    // The notes are not always in time order (per-CPU buffers).
+    log_exp.sort_by_key(|e| e.0);
+    let log_points = placed(&log_exp, recorded);
+    let model_points = placed(&model_exp, modelled);
+    c.matched = u64::from(common_in_order_by(&model_points, &log_points, |m, l| {
+        m.near(l) && m.reason == l.reason
+    }));
+    c.matched_points = u64::from(common_in_order_by(&model_points, &log_points, |m, l| {
+        m.near(l)
+    }));
+    let pct = |n: u64, d: usize| {
+        if d == 0 {
+            100.0
+        } else {
+            100.0 * n as f64 / d as f64
+        }
+    };
+    let larger = log_points.len().max(model_points.len());
+    c.agreement_pct = pct(c.matched, larger);
+    c.expirations_matched_pct = pct(c.matched, log_points.len());
+    c.points_agreement_pct = pct(c.matched_points, larger);
     c
+}
+
+#[cfg(test)]
+mod point_tests {
+    use super::*;
+    use crate::event::{Dev, Note};
+    use crate::model::sched::{Decided, Decision};
+
+    fn note(ts_ns: u64, text: &str) -> Note {
+        Note {
+            ts_ns,
+            dev: Dev { major: 7, minor: 0 },
+            cpu: 0,
+            pid: 0,
+            text: text.into(),
+        }
+    }
+
+    fn expire(t: u64, stream: u32, reason: ExpireReason) -> Decided {
+        Decided {
+            t,
+            d: Decision::Expire {
+                stream,
+                sync: true,
+                reason,
+                served: 0,
+                shared: false,
+            },
+        }
+    }
+
+    /// Process 7 dispatches a request every µs (index k at k µs): the log expires it after
+    /// request 99 and 199 (slots of 100 requests).
+    #[test]
+    fn expirations_agree_at_the_same_request_within_five_percent_of_the_slot() {
+        let dispatches: Vec<DispatchPoint> = (0..300u64).map(|k| (k * 1000, 7, k)).collect();
+        let notes = [
+            note(
+                99_500,
+                "bfq7S expire (2, slow 0, num_disp 0, short_ttime 1)",
+            ),
+            note(
+                199_500,
+                "bfq7S expire (1, slow 0, num_disp 0, short_ttime 1)",
+            ),
+        ];
+        let pid = |_| 7;
+        use ExpireReason::*;
+        // The model expires 3 requests later each time (within 5 of 100): both agree.
+        let model = [
+            expire(102_500, 0, BudgetExhausted),
+            expire(202_500, 0, BudgetTimeout),
+        ];
+        let c = compare(&notes, &model, pid, &dispatches, &dispatches);
+        assert_eq!((c.matched, c.agreement_pct), (2, 100.0));
+        // 10 requests later: the same reasons, not the same points.
+        let late = [
+            expire(109_500, 0, BudgetExhausted),
+            expire(209_500, 0, BudgetTimeout),
+        ];
+        let c = compare(&notes, &late, pid, &dispatches, &dispatches);
+        assert_eq!((c.matched, c.matched_points), (0, 0));
+        // At the points, one reason wrong, plus extra switches: they count against it.
+        let noisy = [
+            expire(50_500, 0, Preempted),
+            expire(99_500, 0, BudgetExhausted),
+            expire(150_500, 0, Preempted),
+            expire(199_500, 0, NoMoreRequests),
+        ];
+        let c = compare(&notes, &noisy, pid, &dispatches, &dispatches);
+        assert_eq!((c.matched, c.matched_points), (1, 2));
+        assert_eq!(c.agreement_pct, 25.0);
+        assert_eq!(c.expirations_matched_pct, 50.0);
+    }
+
+    #[test]
+    fn the_first_budget_of_a_fresh_queue_gives_the_max_budget() {
+        let notes = [
+            note(1, "bfq5S allocated"),
+            note(2, "bfq5S set_in_service_queue, cur-budget = 1990"),
+        ];
+        assert_eq!(max_budget_at_start(&notes), Some(2985));
+        // A queue that existed before the log says only its own history.
+        assert_eq!(max_budget_at_start(&notes[1..]), None);
+    }
 }

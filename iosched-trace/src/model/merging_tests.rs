@@ -166,6 +166,8 @@ fn trace(w: &Workload, kind: SchedKind, cfg: SimConfig) -> Vec<crate::event::Eve
         kernel: 6018,
         peak_sectors_per_sec: disk().peak_sectors_per_sec(),
         root_cgroups: vec![0, 1],
+        stream_ioprio: Vec::new(),
+        max_budget_start: None,
     };
     let s = sched::build(kind, &Settings::default(), &env).unwrap();
     sim::run(w, &disk(), s, cfg).events

@@ -15,6 +15,7 @@ use crate::{
 };
 
 use super::{
+    bfqlog::DispatchPoint,
     device::{self, DeviceModel, FitQuality},
     sched::{
         self, Decided, Decision, ExpireReason, IdleOutcome, IdleReason, SchedEnv, SchedKind,
@@ -280,6 +281,7 @@ impl Replayer {
             .filter(|n| n.dev == dev)
             .cloned()
             .collect();
+        r.env.max_budget_start = super::bfqlog::max_budget_at_start(&r.notes);
         Ok(r)
     }
 
@@ -300,6 +302,8 @@ impl Replayer {
             kernel: kernel_of(&w),
             peak_sectors_per_sec: device.peak_sectors_per_sec(),
             root_cgroups,
+            stream_ioprio: w.streams.iter().map(|s| s.ioprio).collect(),
+            max_budget_start: None,
         };
         let recorded_scheduler = w.device.scheduler.clone();
         Ok(Replayer {
@@ -447,13 +451,19 @@ impl Replayer {
         let result = sim::run(workload, &self.device, scheduler, sim_cfg);
         let mut info = self.workload.device.clone();
         info.scheduler = Some(cfg.sched.name().to_string());
+        let with_log = cfg.sched == SchedKind::Bfq && !self.notes.is_empty();
+        let points = with_log.then(|| self.dispatch_points(&result));
         let mut src = MemorySource::new(vec![info], result.events);
         let report = analysis::analyze(&mut src, &analysis::Options::default())?;
         let summary = Summary::of(&report);
-        let log_comparison = (cfg.sched == SchedKind::Bfq && !self.notes.is_empty()).then(|| {
-            super::bfqlog::compare(&self.notes, &result.decisions, |s| {
-                self.workload.streams[s as usize].pid
-            })
+        let log_comparison = points.map(|(recorded, modelled)| {
+            super::bfqlog::compare(
+                &self.notes,
+                &result.decisions,
+                |s| self.workload.streams[s as usize].pid,
+                &recorded,
+                &modelled,
+            )
         });
         Ok(Run {
             log_comparison,
@@ -466,6 +476,38 @@ impl Replayer {
             decision_counts: DecisionCounts::of(&result.decisions),
             decisions: result.decisions,
         })
+    }
+
+    /// The recording's and a run's dispatches as (ns, pid, index of the request among its
+    /// process's), each on the clock of its decisions (the notes' for the recording, the
+    /// run's for the model); a request is known by its start sector, whose bio says its
+    /// process and index.
+    fn dispatch_points(&self, result: &sim::SimResult) -> (Vec<DispatchPoint>, Vec<DispatchPoint>) {
+        let w = &self.workload;
+        // Each bio's process and its index among that process's bios.
+        let mut seen = vec![0u64; w.streams.len()];
+        let io_at: rustc_hash::FxHashMap<u64, (u32, u64)> = w
+            .ios
+            .iter()
+            .map(|io| {
+                let n = &mut seen[io.stream as usize];
+                *n += 1;
+                (io.sector, (w.streams[io.stream as usize].pid, *n - 1))
+            })
+            .collect();
+        let point = |t: u64, sector: u64| io_at.get(&sector).map(|&(pid, i)| (t, pid, i));
+        let recorded = w
+            .service
+            .iter()
+            .filter_map(|s| point(s.d, s.sector))
+            .collect();
+        let modelled = result
+            .events
+            .iter()
+            .filter(|e| e.kind == crate::event::EventKind::Issue)
+            .filter_map(|e| point(e.ts_ns.checked_sub(result.start_ns)?, e.sector))
+            .collect();
+        (recorded, modelled)
     }
 
     /// Replays without writing events (speed measurements): requests simulated.

@@ -43,6 +43,7 @@ pub fn stream(pid: u32, comm: &str, cgroup: u64) -> Stream {
         slept_for_request: 0,
         slept_ns: 0,
         span_ns: 0,
+        ioprio: 0,
     }
 }
 
@@ -204,6 +205,8 @@ pub fn trace(
         kernel: super::replay::kernel_of(w),
         peak_sectors_per_sec: dev.peak_sectors_per_sec(),
         root_cgroups: vec![0, 1],
+        stream_ioprio: w.streams.iter().map(|s| s.ioprio).collect(),
+        max_budget_start: None,
     };
     let s = sched::build(kind, settings, &env)?;
     Ok(sim::run(w, dev, s, SimConfig::default()).events)

@@ -481,3 +481,40 @@ fn explain_finds_cfq_idling_on_a_dependency() {
     let est = first.estimate.as_ref().unwrap();
     assert!(est.change_pct > 1000.0, "{est:?}");
 }
+
+/// 6.x does not raise a queue whose weight the user set (an I/O priority other than the
+/// default; `nice 10` gives best effort level 6, weight 20); 5.11 still raised it.
+#[test]
+fn bfq_raises_only_default_weights_after_5_12() {
+    let readers = |ioprio: u16| {
+        let mut w = empty_workload((0..2).map(|p| stream(10 + p, "fio", 1)).collect());
+        for s in &mut w.streams {
+            s.ioprio = ioprio;
+        }
+        for p in 0..2u32 {
+            let mut prev = None;
+            for k in 0..50u64 {
+                let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
+                    Trigger::AfterCompletion { io, delay: THINK }
+                });
+                prev = Some(push(
+                    &mut w,
+                    p,
+                    u64::from(p) * 1_000_000 + k * 8,
+                    8,
+                    Op::Read,
+                    true,
+                    t,
+                ));
+            }
+        }
+        replayer(w, flat_disk(SVC, 100_000.0))
+    };
+    let raises = |r: &Replayer, spec: &str| run(r, spec).decision_counts.raises;
+    let default = readers(0);
+    assert_eq!(raises(&default, "bfq"), 2);
+    let niced = readers((2 << 13) | 6);
+    assert_eq!(raises(&niced, "bfq"), 0);
+    assert_eq!(raises(&niced, "bfq:kernel=5.11"), 2);
+    assert_eq!(raises(&niced, "bfq:low_latency=0"), 0);
+}

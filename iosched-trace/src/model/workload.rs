@@ -120,6 +120,10 @@ pub struct Stream {
     pub slept_ns: u64,
     #[serde(default)]
     pub span_ns: u64,
+    /// I/O priority of its first bio (class << 13 | level; 0: none, the kernel's default
+    /// best-effort level 4): BFQ's queue weight.
+    #[serde(default)]
+    pub ioprio: u16,
 }
 
 /// A bio whose request came this long after its Q slept for it (allocation itself takes a
@@ -440,6 +444,7 @@ pub fn from_bios_and_wakeups(
                 slept_for_request: 0,
                 slept_ns: 0,
                 span_ns: 0,
+                ioprio: s.ioprio,
             });
             (streams.len() - 1) as u32
         });
@@ -714,6 +719,7 @@ mod tests {
                 tgid: pid,
                 comm: Comm::new(comm),
                 cgroup_id: 0,
+                ioprio: 0,
             }),
             op: Op::Write,
             flags: ReqFlags(ReqFlags::SYNC),

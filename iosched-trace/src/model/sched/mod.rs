@@ -498,4 +498,10 @@ pub struct SchedEnv {
     pub peak_sectors_per_sec: f64,
     /// Cgroup ids BFQ would see as the root group.
     pub root_cgroups: Vec<u64>,
+    /// Each stream's I/O priority (class << 13 | level; 0: none): BFQ's weights.
+    pub stream_ioprio: Vec<u16>,
+    /// BFQ's `bfq_max_budget` when the trace began, when the trace says it (BFQ's own log
+    /// of its first budget): a BFQ instance that served earlier I/O has already tuned it
+    /// from its peak-rate estimate, and its first budgets are not the fresh 2/3 x 16384.
+    pub max_budget_start: Option<u32>,
 }
