@@ -90,12 +90,6 @@ pub const GLOBAL_CONFIG: &str = "CONFIG";
 /// The `sched_wakeup` program (`record --wakeups`).
 pub const PROG_WAKEUP: &str = "sched_wakeup";
 
-/// The programs copy the first `SPAN` bytes of a `struct request` / `struct bio` with one
-/// `bpf_probe_read_kernel` and pick fields out of the copy: on the machines we measured, each
-/// helper call costs tens of nanoseconds, and the hot fields of both structs sit at the start.
-/// Userspace checks every spanned offset fits (and is aligned) before loading.
-pub const SPAN: usize = 96;
-
 /// Absent field marker in [`Offsets`]: the program skips the read and leaves the field zero.
 pub const NO_OFFSET: u32 = u32::MAX;
 
@@ -106,6 +100,8 @@ pub const NO_OFFSET: u32 = u32::MAX;
 pub struct Offsets {
     pub rq_q: u32,
     pub rq_bio: u32,
+    /// `request.biotail`: a request whose first bio is its last has no chain to walk.
+    pub rq_biotail: u32,
     pub rq_sector: u32,
     pub rq_data_len: u32,
     pub rq_cmd_flags: u32,
@@ -131,7 +127,11 @@ pub struct Offsets {
     /// `task_struct.pid` and `.tgid` (the wakee of `sched_wakeup`).
     pub task_pid: u32,
     pub task_tgid: u32,
-    pub _pad: u32,
+    /// `task_struct.comm`, `task_struct.cgroups`, `css_set.dfl_cgrp`: the current task's
+    /// name and cgroup2 id, read directly (two helper calls cost more on every task change).
+    pub task_comm: u32,
+    pub task_cgroups: u32,
+    pub cset_dfl_cgrp: u32,
 }
 
 /// Global configuration handed to the programs with `EbpfLoader::override_global`.
@@ -266,8 +266,8 @@ const _: () = assert!(core::mem::size_of::<RawEvent>() == 96);
 const _: () = assert!(core::mem::offset_of!(RawBatch, events) == BATCH_HEADER_LEN);
 // A batch record of one event must not look like a single-event record.
 const _: () = assert!(batch_record_len(1) != core::mem::size_of::<RawEvent>());
-const _: () = assert!(core::mem::size_of::<Offsets>() == 104);
-const _: () = assert!(core::mem::size_of::<Config>() == 128);
+const _: () = assert!(core::mem::size_of::<Offsets>() == 116);
+const _: () = assert!(core::mem::size_of::<Config>() == 144);
 
 #[cfg(feature = "user")]
 mod user {

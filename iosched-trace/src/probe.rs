@@ -6,7 +6,7 @@
 //! prototypes against what the programs read.
 //! Must not: load programs or touch devices.
 
-use iosched_trace_common::{NO_OFFSET, Offsets, SPAN};
+use iosched_trace_common::{NO_OFFSET, Offsets};
 
 use crate::{
     btf::{Btf, BtfError},
@@ -54,6 +54,7 @@ impl KernelLayout {
         let mut offsets = Offsets {
             rq_q: required("request", "q")?,
             rq_bio: required("request", "bio")?,
+            rq_biotail: required("request", "biotail")?,
             rq_sector: required("request", "__sector")?,
             rq_data_len: required("request", "__data_len")?,
             rq_cmd_flags: required("request", "cmd_flags")?,
@@ -78,62 +79,63 @@ impl KernelLayout {
             // Only `record --wakeups` reads these; it is refused if they are absent.
             task_pid: optional("task_struct", "pid"),
             task_tgid: optional("task_struct", "tgid"),
-            _pad: 0,
+            // Without these the programs call the comm and cgroup helpers instead.
+            task_comm: optional("task_struct", "comm"),
+            task_cgroups: optional("task_struct", "cgroups"),
+            cset_dfl_cgrp: optional("css_set", "dfl_cgrp"),
         };
-        // The programs read these with fixed widths; a kernel that changed a width would be
-        // misread, so check rather than assume.
-        for (ty, member, size) in [
-            ("request", "__sector", 8),
-            ("request", "__data_len", 4),
-            ("request", "cmd_flags", 4),
-            ("bio", "bi_opf", 4),
-            ("bio", "bi_iter.bi_sector", 8),
-            ("bio", "bi_iter.bi_size", 4),
-            ("gendisk", "major", 4),
-            ("gendisk", "first_minor", 4),
-        ] {
+        // The programs load these directly, each with a fixed width, and the verifier
+        // refuses a load wider than its field: check every width here, where the error can
+        // name the field. A required field of another width is refused; an optional one is
+        // left out (its events carry 0, or the programs use a helper instead).
+        let required_widths: [(&str, &str, &str, u32); 15] = [
+            ("request", "q", "request.q", 8),
+            ("request", "bio", "request.bio", 8),
+            ("request", "biotail", "request.biotail", 8),
+            ("request", "__sector", "request.__sector", 8),
+            ("request", "__data_len", "request.__data_len", 4),
+            ("request", "cmd_flags", "request.cmd_flags", 4),
+            ("request_queue", "disk", "request_queue.disk", 8),
+            ("gendisk", "major", "gendisk.major", 4),
+            ("gendisk", "first_minor", "gendisk.first_minor", 4),
+            ("bio", "bi_bdev", "bio.bi_bdev", 8),
+            ("bio", "bi_opf", "bio.bi_opf", 4),
+            ("bio", "bi_iter.bi_sector", "bio.bi_iter.bi_sector", 8),
+            ("bio", "bi_iter.bi_size", "bio.bi_iter.bi_size", 4),
+            ("bio", "bi_next", "bio.bi_next", 8),
+            ("block_device", "bd_disk", "block_device.bd_disk", 8),
+        ];
+        for (ty, member, name, size) in required_widths {
             let found = btf
                 .member_size(ty, member)
                 .map_err(|e| ProbeError::Field(member, e.to_string()))?;
             if found != size {
                 return Err(ProbeError::Field(
                     member,
-                    format!("{ty}.{member} is {found} bytes, expected {size}"),
+                    format!("{name} is {found} bytes, expected {size}"),
                 ));
             }
         }
-        // Optional fields beyond the copied span are left out rather than refused.
-        for off in [&mut offsets.rq_ioprio, &mut offsets.bio_blkg] {
-            if *off != NO_OFFSET && *off as usize + 8 > SPAN {
+        for (ty, member, off, size) in [
+            ("request", "ioprio", &mut offsets.rq_ioprio, 2),
+            ("bio", "bi_ioprio", &mut offsets.bio_ioprio, 2),
+            ("bio", "bi_status", &mut offsets.bio_status, 1),
+            ("bio", "bi_blkg", &mut offsets.bio_blkg, 8),
+            ("blkcg_gq", "blkcg", &mut offsets.blkg_blkcg, 8),
+            ("cgroup_subsys_state", "cgroup", &mut offsets.css_cgroup, 8),
+            ("cgroup", "kn", &mut offsets.cgroup_kn, 8),
+            ("kernfs_node", "id", &mut offsets.kn_id, 8),
+            ("task_struct", "comm", &mut offsets.task_comm, 16),
+            ("task_struct", "cgroups", &mut offsets.task_cgroups, 8),
+            ("css_set", "dfl_cgrp", &mut offsets.cset_dfl_cgrp, 8),
+        ] {
+            if *off != NO_OFFSET && btf.member_size(ty, member).ok() != Some(size) {
                 *off = NO_OFFSET;
             }
         }
-        // The programs read these from one copy of the struct's first SPAN bytes.
-        for (name, off, size) in [
-            ("request.q", offsets.rq_q, 8),
-            ("request.bio", offsets.rq_bio, 8),
-            ("request.__sector", offsets.rq_sector, 8),
-            ("request.__data_len", offsets.rq_data_len, 4),
-            ("request.cmd_flags", offsets.rq_cmd_flags, 4),
-            ("request.ioprio", offsets.rq_ioprio, 2),
-            ("bio.bi_next", offsets.bio_next, 8),
-            ("bio.bi_bdev", offsets.bio_bdev, 8),
-            ("bio.bi_opf", offsets.bio_opf, 4),
-            ("bio.bi_iter.bi_sector", offsets.bio_sector, 8),
-            ("bio.bi_iter.bi_size", offsets.bio_size, 4),
-            ("bio.bi_ioprio", offsets.bio_ioprio, 2),
-            ("bio.bi_status", offsets.bio_status, 1),
-            ("bio.bi_blkg", offsets.bio_blkg, 8),
-        ] {
-            if off == NO_OFFSET {
-                continue;
-            }
-            if off as usize + size > SPAN || !(off as usize).is_multiple_of(size) {
-                return Err(ProbeError::Field(
-                    name,
-                    format!("at offset {off}, outside the first {SPAN} bytes the programs copy"),
-                ));
-            }
+        // The task's cgroup is read from `kn`, like a bio's.
+        if offsets.cgroup_kn == NO_OFFSET || offsets.kn_id == NO_OFFSET {
+            offsets.task_cgroups = NO_OFFSET;
         }
         // Read as i32 (`pid_t`) by the wakeup program; left out if that is not what they are.
         for (member, off) in [
