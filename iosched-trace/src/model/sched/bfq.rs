@@ -43,6 +43,7 @@ pub const KEYS: &[&str] = &[
     "fifo_expire_async",
     "kernel",
     "cgroups",
+    "hz",
 ];
 
 /// Best-effort level 4 (nice 0): `(IOPRIO_NR_LEVELS - 4) * BFQ_WEIGHT_CONVERSION_COEFF`.
@@ -130,7 +131,10 @@ impl Queue {
 
 pub struct Bfq {
     slice_idle: u64,
-    timeout_sync: u64,
+    /// `bfq_timeout` in jiffies (`HZ / 8` by default; sysfs `timeout_sync` is in ms).
+    timeout_jiffies: u64,
+    /// One jiffy, ns (`CONFIG_HZ`, 250 by default): budget timeouts are jiffy-granular.
+    jiffy_ns: u64,
     user_max_budget: u32,
     low_latency: bool,
     strict: bool,
@@ -180,13 +184,22 @@ impl Bfq {
         let strict = s.bool_or("strict_guarantees", false)?;
         s.u64_or("back_seek_max", 16384)?;
         s.u64_or("back_seek_penalty", 2)?;
+        let hz = s.u64_or("hz", 250)?.clamp(100, 1000);
+        // `msecs_to_jiffies` rounds up; unset, the kernel's default is HZ / 8 (31 jiffies,
+        // 124 ms, at HZ=250: what sysfs then shows as timeout_sync).
+        let timeout_jiffies = match s.0.get("timeout_sync") {
+            Some(_) => (s.u64_or("timeout_sync", 125)?.max(1) * hz).div_ceil(1000),
+            None => hz / 8,
+        };
+        let jiffy_ns = 1_000_000_000 / hz;
         Ok(Bfq {
             slice_idle: if strict {
                 slice_idle.max(8_000_000)
             } else {
                 slice_idle
             },
-            timeout_sync: s.u64_or("timeout_sync", 125)?.max(1) * 1_000_000,
+            timeout_jiffies,
+            jiffy_ns,
             user_max_budget: s.u64_or("max_budget", 0)? as u32,
             low_latency: s.bool_or("low_latency", true)?,
             strict,
@@ -197,7 +210,7 @@ impl Bfq {
             kernel: s.kernel_or("kernel", env.kernel)?,
             cgroups: s.bool_or("cgroups", true)?,
             rotational: env.rotational,
-            rate: RateEstimator::new(env, s.u64_or("timeout_sync", 125)?.max(1) * 1_000_000),
+            rate: RateEstimator::new(env, timeout_jiffies * jiffy_ns),
             stream_ioprio: env.stream_ioprio.clone(),
             root_cgroups: env.root_cgroups.clone(),
             queues: Vec::new(),
@@ -725,8 +738,15 @@ impl Bfq {
         });
     }
 
-    /// The next queue by B-WF2Q+: among busy queues with S <= V, the smallest F.
+    /// The next queue by B-WF2Q+, set in service.
     fn pick_next(&mut self, ctx: &Ctx) -> Option<usize> {
+        let q = self.wf2q_choice(ctx)?;
+        self.set_in_service(ctx, q);
+        Some(q)
+    }
+
+    /// B-WF2Q+'s choice: among busy queues with S <= V, the smallest F.
+    fn wf2q_choice(&mut self, ctx: &Ctx) -> Option<usize> {
         // A queue holding requests is busy; bookkeeping that left one idle would strand
         // its requests for ever.
         let stranded: Vec<usize> = (0..self.queues.len())
@@ -751,8 +771,17 @@ impl Bfq {
         let (q, _) = candidates()
             .filter(|(_, q)| q.start <= v)
             .min_by(|a, b| a.1.finish.total_cmp(&b.1.finish).then(a.0.cmp(&b.0)))?;
+        Some(q)
+    }
+
+    /// `__bfq_set_in_service_queue` and `bfq_set_budget_timeout`.
+    fn set_in_service(&mut self, ctx: &Ctx, q: usize) {
         self.budgets_assigned = (7 * self.budgets_assigned + 256) / 8;
-        let timeout = self.timeout_sync;
+        let timeout = self.timeout_jiffies * self.jiffy_ns;
+        // `jiffies + bfq_timeout`: the timeout falls on a tick, so a slot lasts between
+        // timeout - 1 jiffy and timeout (ticks taken at multiples of a jiffy on the
+        // trace's monotonic clock).
+        let tick = ctx.now - ctx.now % self.jiffy_ns;
         let qq = &mut self.queues[q];
         qq.service = 0;
         qq.fifo_checked = false;
@@ -761,7 +790,7 @@ impl Bfq {
         } else {
             1
         };
-        qq.budget_timeout = ctx.now + timeout * factor;
+        qq.budget_timeout = tick + timeout * factor;
         let (stream, sync, budget) = (qq.stream, qq.sync, qq.budget);
         self.in_service = Some(q);
         self.log(Decision::InService {
@@ -769,11 +798,25 @@ impl Bfq {
             sync,
             budget,
         });
-        Some(q)
     }
 
+    /// `bfq_bfqq_budget_timeout`: `jiffies >= budget_timeout`.
     fn budget_timed_out(&self, q: usize, now: u64) -> bool {
         now >= self.queues[q].budget_timeout
+    }
+
+    /// `bfq_may_expire_for_budg_timeout`: timed out, and not idling with less than a third
+    /// of the budget left (a queue waiting for its next request with most of its budget
+    /// used keeps its slot).
+    fn may_expire_for_budget_timeout(&self, q: usize, now: u64) -> bool {
+        let qq = &self.queues[q];
+        let left = qq.budget.saturating_sub(qq.service);
+        (!self.wait_request || left >= qq.budget / 3) && self.budget_timed_out(q, now)
+    }
+
+    /// `bfq_bfqq_must_idle`: empty, and idling is worth it.
+    fn must_idle(&self, ctx: &Ctx, q: usize) -> bool {
+        self.queues[q].queued() == 0 && self.better_to_idle(ctx, q).is_some()
     }
 
     fn next_rq(&mut self, ctx: &Ctx, q: usize) -> Option<RqId> {
@@ -845,9 +888,10 @@ impl Bfq {
                 }
             };
             let left = self.queues[q].budget.saturating_sub(self.queues[q].service);
-            if self.budget_timed_out(q, ctx.now)
-                && !(self.wait_request && left >= self.queues[q].budget / 3)
-            {
+            // 6.x `bfq_select_queue`: an empty queue about to enjoy idling is not expired
+            // for its timeout (the arrival or the idle timer will, as a budget timeout);
+            // any other timed-out one is, even when empty.
+            if self.may_expire_for_budget_timeout(q, ctx.now) && !self.must_idle(ctx, q) {
                 self.expire(ctx, q, ExpireReason::BudgetTimeout);
                 continue;
             }
@@ -899,6 +943,122 @@ impl Bfq {
             slice_ns: sl,
             others_pending,
         });
+    }
+
+    /// hw_tag: 32 samples with enough outstanding work, then "queueing" if > 3 in driver.
+    fn sample_hw_tag(&mut self, ctx: &Ctx) {
+        if self.hw_tag.is_none() && ctx.in_driver as usize + self.total_queued > 3 {
+            self.max_in_driver = self.max_in_driver.max(ctx.in_driver);
+            self.hw_samples += 1;
+            if self.hw_samples >= 32 {
+                self.hw_tag = Some(self.max_in_driver > 3);
+            }
+        }
+    }
+
+    /// Hands `rq` of queue `q` to the driver (`bfq_dispatch_rq_from_bfqq`): charges it.
+    fn serve(&mut self, ctx: &Ctx, q: usize, rq: RqId) {
+        let sectors = ctx.rqs[rq as usize].sectors;
+        let pos = ctx.rqs[rq as usize].sector;
+        self.rate
+            .dispatched(ctx.now, pos, sectors, ctx.in_driver, self.last_completion);
+        let charge = self.charge(q, sectors);
+        let wsum: f64 = self
+            .queues
+            .iter()
+            .filter(|o| o.busy)
+            .map(|o| o.weight())
+            .sum();
+        self.vtime += f64::from(charge) / wsum.max(1.0);
+        let qq = &mut self.queues[q];
+        qq.sorted.remove(&(self.rq_pos[rq as usize], rq));
+        self.rq_pos[rq as usize] = u64::MAX;
+        self.total_queued -= 1;
+        qq.dispatched += 1;
+        qq.service += charge;
+        qq.last_pos = ctx.rqs[rq as usize].end();
+        if qq.wr_coeff > 1 {
+            qq.wr_service += u64::from(sectors);
+        }
+        // 6.x expires nothing here (`bfq_dispatch_rq_from_bfqq`: only idle-class queues):
+        // a timed-out queue left empty expires at its completion, arrival or idle timer.
+        self.end_raising_if_due(q, ctx.now);
+    }
+
+    /// Trace-driven check ([`crate::model::bfqcheck`]): the queue of `stream`'s sync or
+    /// async I/O, if it exists.
+    pub(crate) fn queue_of_stream(&self, stream: u32, sync: bool, cgroup: u64) -> Option<usize> {
+        let key = if sync {
+            (u64::from(stream), true)
+        } else {
+            (cgroup, false)
+        };
+        self.by_key.get(&key).copied()
+    }
+
+    /// Trace-driven check: the queue in service.
+    pub(crate) fn in_service_queue(&self) -> Option<usize> {
+        self.in_service
+    }
+
+    /// Trace-driven check: the stream a queue is named after.
+    pub(crate) fn stream_of_queue(&self, q: usize) -> u32 {
+        self.queues[q].stream
+    }
+
+    /// Trace-driven check: a dispatch opportunity, decided as `bfq_select_queue` would
+    /// (expirations, a new queue in service); what it would serve is not taken.
+    pub(crate) fn decide_dispatch(&mut self, ctx: &Ctx) {
+        self.now = ctx.now;
+        self.sample_hw_tag(ctx);
+        self.select_queue(ctx);
+    }
+
+    /// Trace-driven check: `rq` went to the driver (whatever the model would have chosen).
+    pub(crate) fn force_dispatch(&mut self, ctx: &Ctx, rq: RqId) {
+        self.now = ctx.now;
+        let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) else {
+            return;
+        };
+        if self.rq_pos.get(rq as usize).is_none_or(|p| *p == u64::MAX) {
+            return;
+        }
+        if self.in_service == Some(q) && self.wait_request {
+            self.end_idle(IdleOutcome::Arrived);
+        }
+        self.serve(ctx, q, rq);
+    }
+
+    /// Trace-driven check: BFQ expired the queue in service for `reason`.
+    pub(crate) fn force_expire(&mut self, ctx: &Ctx, reason: ExpireReason) {
+        self.now = ctx.now;
+        if let Some(q) = self.in_service {
+            self.expire(ctx, q, reason);
+        }
+    }
+
+    /// Trace-driven check: the queue B-WF2Q+ would put in service now (none in service).
+    pub(crate) fn next_choice(&mut self, ctx: &Ctx) -> Option<usize> {
+        self.now = ctx.now;
+        self.wf2q_choice(ctx)
+    }
+
+    /// Trace-driven check: BFQ put `q` in service; the model's queue in service, if another,
+    /// leaves service without an expiration (it never was in service for BFQ).
+    pub(crate) fn force_in_service(&mut self, ctx: &Ctx, q: usize) {
+        self.now = ctx.now;
+        if self.in_service == Some(q) {
+            return;
+        }
+        self.end_idle(IdleOutcome::Preempted);
+        self.in_service = None;
+        if !self.queues[q].busy {
+            let first = self.queues[q].sorted.iter().next().map(|(_, r)| *r);
+            let sectors = first.map_or(8, |r| ctx.rqs[r as usize].sectors);
+            self.activate(ctx, q, sectors);
+            self.in_service = None;
+        }
+        self.set_in_service(ctx, q);
     }
 
     fn end_raising_if_due(&mut self, q: usize, now: u64) {
@@ -1004,45 +1164,10 @@ impl Scheduler for Bfq {
         if self.strict && ctx.in_driver > 0 {
             return None;
         }
-        // hw_tag: 32 samples with enough outstanding work, then "queueing" if > 3 in driver.
-        if self.hw_tag.is_none() && ctx.in_driver as usize + self.total_queued > 3 {
-            self.max_in_driver = self.max_in_driver.max(ctx.in_driver);
-            self.hw_samples += 1;
-            if self.hw_samples >= 32 {
-                self.hw_tag = Some(self.max_in_driver > 3);
-            }
-        }
+        self.sample_hw_tag(ctx);
         let q = self.select_queue(ctx)?;
         let rq = self.next_rq(ctx, q)?;
-        let sectors = ctx.rqs[rq as usize].sectors;
-        let pos = ctx.rqs[rq as usize].sector;
-        self.rate
-            .dispatched(ctx.now, pos, sectors, ctx.in_driver, self.last_completion);
-        let charge = self.charge(q, sectors);
-        let wsum: f64 = self
-            .queues
-            .iter()
-            .filter(|o| o.busy)
-            .map(|o| o.weight())
-            .sum();
-        self.vtime += f64::from(charge) / wsum.max(1.0);
-        let qq = &mut self.queues[q];
-        qq.sorted.remove(&(self.rq_pos[rq as usize], rq));
-        self.rq_pos[rq as usize] = u64::MAX;
-        self.total_queued -= 1;
-        qq.dispatched += 1;
-        qq.service += charge;
-        qq.last_pos = ctx.rqs[rq as usize].end();
-        if qq.wr_coeff > 1 {
-            qq.wr_service += u64::from(sectors);
-        }
-        self.end_raising_if_due(q, ctx.now);
-        if self.in_service == Some(q)
-            && self.queues[q].queued() == 0
-            && self.budget_timed_out(q, ctx.now)
-        {
-            self.expire(ctx, q, ExpireReason::BudgetTimeout);
-        }
+        self.serve(ctx, q, rq);
         Some(rq)
     }
 
@@ -1073,7 +1198,7 @@ impl Scheduler for Bfq {
             if self.queues[q].dispatched == 0 && !self.wait_request {
                 self.arm_idle(ctx, q, reason);
             }
-        } else if self.budget_timed_out(q, ctx.now) {
+        } else if self.may_expire_for_budget_timeout(q, ctx.now) {
             self.expire(ctx, q, ExpireReason::BudgetTimeout);
         } else if empty {
             self.expire(ctx, q, ExpireReason::NoMoreRequests);
