@@ -224,6 +224,15 @@ pub fn check(
         let cgroup = rqs.iter().find(|r| r.stream == s).map_or(0, |r| r.cgroup);
         bfq.queue_of_stream(s, sync, cgroup)
     };
+    // A queue whose process has no more I/O leaves service when the process exits
+    // (`bfq_exit_bfqq`: `__bfq_bfqq_expire`, which BFQ does not log): the model's
+    // expiration of such a queue for having no requests is not compared.
+    let exit = |kept: &mut Vec<Decided>, natural: Vec<Decided>, remaining: &[u32]| {
+        kept.extend(natural.into_iter().filter(|d| {
+            !matches!(d.d, Decision::Expire { stream, reason: super::sched::ExpireReason::NoMoreRequests, .. }
+                if remaining.get(stream as usize) == Some(&0))
+        }));
+    };
     for &(t, step) in &times {
         // The model's idle timer, when due first.
         if let Some(tt) = bfq.next_timer()
@@ -231,7 +240,7 @@ pub fn check(
         {
             let ctx = ctx_at(tt, &rqs, in_driver, depth, rotational, &remaining);
             bfq.timer(&ctx);
-            kept.extend(bfq.take_decisions());
+            exit(&mut kept, bfq.take_decisions(), &remaining);
         }
         match step {
             Step::Insert(id) => {
@@ -239,14 +248,14 @@ pub fn check(
                 remaining[rqs[id as usize].stream as usize] -= 1;
                 let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
                 bfq.insert(&ctx, id);
-                kept.extend(bfq.take_decisions());
+                exit(&mut kept, bfq.take_decisions(), &remaining);
             }
             Step::Complete(id) => {
                 rqs[id as usize].state = RqState::Done;
                 in_driver = in_driver.saturating_sub(1);
                 let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
                 bfq.completed(&ctx, id);
-                kept.extend(bfq.take_decisions());
+                exit(&mut kept, bfq.take_decisions(), &remaining);
             }
             Step::Note(k) => match parsed[k as usize] {
                 BfqLogged::Expire { pid, sync, reason } => {
@@ -270,7 +279,7 @@ pub fn check(
                     Decision::InService { stream, .. } => Some(stream),
                     _ => None,
                 });
-                kept.extend(natural);
+                exit(&mut kept, natural, &remaining);
                 // BFQ's decisions since the last dispatch, where the model did not make them
                 // (a queue the model expired and put back in service at this dispatch
                 // opportunity is where BFQ's is).
@@ -301,7 +310,7 @@ pub fn check(
                     out.forced_switches += 1;
                 }
                 bfq.force_dispatch(&ctx, id);
-                kept.extend(bfq.take_decisions());
+                exit(&mut kept, bfq.take_decisions(), &remaining);
                 rqs[id as usize].state = RqState::Dispatched;
                 in_driver += 1;
             }
@@ -331,5 +340,152 @@ fn ctx_at<'a>(
         depth,
         rotational,
         remaining,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Comm;
+    use crate::model::sched::{SchedEnv, Settings};
+    use crate::model::workload::{Stream, StreamKind};
+    use crate::record::DeviceInfo;
+
+    fn note(ts_ns: u64, text: &str) -> Note {
+        Note {
+            ts_ns,
+            dev: Dev { major: 7, minor: 0 },
+            cpu: 0,
+            pid: 0,
+            text: text.into(),
+        }
+    }
+
+    fn workload(pid: u32) -> Workload {
+        Workload {
+            device: DeviceInfo::default(),
+            kernel_release: Some("6.18.0".into()),
+            start_ns: 0,
+            end_ns: 0,
+            streams: vec![Stream {
+                pid,
+                tgid: pid,
+                comm: Comm::default(),
+                cgroup_id: 1,
+                ios: 0,
+                kind: StreamKind::ClosedLoop,
+                depends_on: vec![],
+                think_mean_ns: 0.0,
+                max_in_flight: 1,
+                last_io: 0,
+                slept_for_request: 0,
+                slept_ns: 0,
+                span_ns: 0,
+                ioprio: 0,
+            }],
+            ios: vec![],
+            service: vec![],
+            max_in_driver: 1,
+            merges: Default::default(),
+        }
+    }
+
+    fn bfq(pairs: &[&str]) -> Bfq {
+        let env = SchedEnv {
+            rotational: true,
+            kernel: 6018,
+            peak_sectors_per_sec: 1e6,
+            root_cgroups: vec![0, 1],
+            stream_ioprio: vec![0],
+            max_budget_start: None,
+        };
+        let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
+        Bfq::new(&Settings::parse_pairs(&pairs).unwrap(), &env).unwrap()
+    }
+
+    /// One reader, one 4 KiB read at a time (I at k ms, D 10 µs later, C 500 µs later),
+    /// slice_idle=0: BFQ can only expire its queue for having no more requests at each
+    /// completion, and put it back in service at the next arrival. A log saying so agrees
+    /// 100%; the same log with another reason agrees at every point and on no reason.
+    #[test]
+    fn a_log_that_says_what_bfq_must_do_agrees_fully() {
+        let pid = 7;
+        let w = workload(pid);
+        let mut requests = Vec::new();
+        let mut notes = Vec::new();
+        let mut wrong = Vec::new();
+        let mut dispatches = Vec::new();
+        for k in 0..40u64 {
+            let t = 1_000_000 + k * 1_000_000;
+            requests.push(RecordedRq {
+                pid,
+                cgroup: 1,
+                ioprio: 0,
+                sector: k * 8,
+                sectors: 8,
+                op: Op::Read,
+                sync: true,
+                inserted: t,
+                dispatched: Some(t + 10_000),
+                completed: Some(t + 500_000),
+            });
+            dispatches.push((t + 10_000, pid, k));
+            notes.push(note(
+                t + 5_000,
+                "bfq7S set_in_service_queue, cur-budget = 100",
+            ));
+            wrong.push(notes.last().unwrap().clone());
+            notes.push(note(
+                t + 501_000,
+                "bfq7S expire (3, slow 0, num_disp 0, short_ttime 1)",
+            ));
+            wrong.push(note(
+                t + 501_000,
+                "bfq7S expire (0, slow 0, num_disp 0, short_ttime 1)",
+            ));
+        }
+        // The process goes on (a request the trace ends on): its last expiration is not
+        // an exit.
+        requests.push(RecordedRq {
+            dispatched: None,
+            completed: None,
+            inserted: 45_000_000,
+            sector: 1 << 20,
+            ..requests[0]
+        });
+        let c = check(
+            bfq(&["slice_idle=0"]),
+            &w,
+            &requests,
+            &notes,
+            &dispatches,
+            true,
+            32,
+        );
+        assert_eq!(c.requests, 41);
+        assert_eq!(c.expirations.matched, 40);
+        assert_eq!(c.expirations.agreement_pct, 100.0);
+        assert_eq!((c.next_queue_checked, c.next_queue_matched), (40, 40));
+        assert_eq!(c.forced_expirations, 0);
+        let c = check(
+            bfq(&["slice_idle=0"]),
+            &w,
+            &requests,
+            &wrong,
+            &dispatches,
+            true,
+            32,
+        );
+        assert_eq!(
+            (c.expirations.matched, c.expirations.matched_points),
+            (0, 40)
+        );
+        // With idling on (8 ms > the 0.5 ms think time), the model idles instead: the
+        // next request arrives in time, so it never expires the queue, and every one of
+        // the log's expirations is one BFQ made and the model did not (imposed at the next
+        // dispatch: the trace has none after the 40th).
+        let c = check(bfq(&[]), &w, &requests, &notes, &dispatches, true, 32);
+        assert_eq!(c.expirations.matched, 0);
+        assert_eq!(c.forced_expirations, 39);
     }
 }
