@@ -194,6 +194,31 @@ pub fn render_replay(r: &Replayer, recorded: &Summary, runs: &[Run], decisions: 
                 kv(&l.model_expirations),
                 l.expirations_matched_pct
             );
+            let _ = writeln!(
+                out,
+                "  closed-loop agreement (the model's own replay): {:.0}% of expirations at the \
+                 same point with the same reason ({:.0}% at the same point)",
+                l.agreement_pct, l.points_agreement_pct
+            );
+            if let Some(c) = &run.decision_check {
+                let e = &c.expirations;
+                let _ = writeln!(
+                    out,
+                    "  trace-driven agreement (the model fed the recorded requests and BFQ's \
+                     state): {:.0}% of expirations at the same point with the same reason \
+                     ({:.0}% at the same point; log {} / model {}); next queue as BFQ's in \
+                     {:.0}% of {} switches; BFQ's state imposed {} times (expirations) and {} \
+                     (switches)",
+                    e.agreement_pct,
+                    e.points_agreement_pct,
+                    kv(&e.log_expirations),
+                    kv(&e.model_expirations),
+                    c.next_queue_agreement_pct,
+                    c.next_queue_checked,
+                    c.forced_expirations,
+                    c.forced_switches
+                );
+            }
             if l.log_has_shared_queues {
                 let _ = writeln!(
                     out,

@@ -13,9 +13,12 @@
 //! - [`explain`]: ranked findings with evidence and a model-estimated effect.
 //! - [`scenarios`]: hand-built workloads (seed 001's dependency cycle, a mixed load).
 //! - [`bfqlog`]: BFQ's own decision log (blktrace `m` notes) parsed into decisions.
+//! - [`bfqcheck`]: the trace-driven decision check: the BFQ model fed the recording's own
+//!   requests and BFQ's decisions, its decisions compared with BFQ's log.
 //!
 //! Owns: modelling. Must not: read the kernel, print.
 
+pub mod bfqcheck;
 pub mod bfqlog;
 pub mod device;
 pub mod explain;

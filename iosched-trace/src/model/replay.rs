@@ -83,6 +83,9 @@ pub struct Replayer {
     pub recorded_scheduler: Option<String>,
     /// The scheduler's own messages in the trace (`record --sched-log`).
     pub notes: Vec<crate::event::Note>,
+    /// The recording's requests through the scheduler, for the trace-driven decision check
+    /// ([`Replayer::load_recorded_requests`]; empty without BFQ notes).
+    pub recorded_requests: Vec<super::bfqcheck::RecordedRq>,
 }
 
 /// What one run predicts.
@@ -97,6 +100,9 @@ pub struct Run {
     pub decision_counts: DecisionCounts,
     /// Against BFQ's own log, when the trace has one and this is a BFQ run.
     pub log_comparison: Option<super::bfqlog::LogComparison>,
+    /// The model driven by the recording's own requests and BFQ's decisions, against
+    /// BFQ's log ([`super::bfqcheck`]): decision-level agreement for the same trace.
+    pub decision_check: Option<super::bfqcheck::DecisionCheck>,
 }
 
 /// The numbers a comparison shows, for a run or for the recording.
@@ -313,6 +319,7 @@ impl Replayer {
             env,
             recorded_scheduler,
             notes: Vec::new(),
+            recorded_requests: Vec::new(),
         })
     }
 
@@ -456,6 +463,11 @@ impl Replayer {
         let mut src = MemorySource::new(vec![info], result.events);
         let report = analysis::analyze(&mut src, &analysis::Options::default())?;
         let summary = Summary::of(&report);
+        let decision_check = points
+            .as_ref()
+            .map(|(recorded, _)| self.decision_check(&settings, recorded))
+            .transpose()?
+            .flatten();
         let log_comparison = points.map(|(recorded, modelled)| {
             super::bfqlog::compare(
                 &self.notes,
@@ -467,6 +479,7 @@ impl Replayer {
         });
         Ok(Run {
             log_comparison,
+            decision_check,
             config: Config {
                 settings,
                 ..cfg.clone()
@@ -508,6 +521,43 @@ impl Replayer {
             .filter_map(|e| point(e.ts_ns.checked_sub(result.start_ns)?, e.sector))
             .collect();
         (recorded, modelled)
+    }
+
+    /// Reads the recording's requests through the scheduler (a second pass over the trace)
+    /// when it has BFQ's log, for [`Run::decision_check`].
+    pub fn load_recorded_requests(
+        &mut self,
+        source: &mut dyn TraceSource,
+    ) -> Result<(), ReplayError> {
+        if self.notes.is_empty() {
+            return Ok(());
+        }
+        self.recorded_requests =
+            super::bfqcheck::recorded_requests(source, self.workload.device.dev)?;
+        Ok(())
+    }
+
+    /// The trace-driven decision check under BFQ `settings`, when the recording's requests
+    /// are loaded.
+    fn decision_check(
+        &self,
+        settings: &Settings,
+        recorded: &[DispatchPoint],
+    ) -> Result<Option<super::bfqcheck::DecisionCheck>, ReplayError> {
+        if self.recorded_requests.is_empty() {
+            return Ok(None);
+        }
+        let bfq = sched::bfq::Bfq::new(settings, &self.env)?;
+        let depth = self.sim_config(SchedKind::Bfq, settings, false)?.depth;
+        Ok(Some(super::bfqcheck::check(
+            bfq,
+            &self.workload,
+            &self.recorded_requests,
+            &self.notes,
+            recorded,
+            self.env.rotational,
+            depth,
+        )))
     }
 
     /// Replays without writing events (speed measurements): requests simulated.

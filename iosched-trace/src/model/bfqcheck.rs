@@ -1,0 +1,491 @@
+//! The trace-driven decision check: BFQ's model driven by the recording itself, not by its
+//! own replay, and its decisions compared with BFQ's own log (`record --sched-log`).
+//!
+//! A closed-loop replay drifts from the recording's timing after its first decisions, so
+//! every later decision of the model is taken on a history the kernel never saw. Here the
+//! model sees the recorded history: each request enters it when the recording inserted it
+//! (I), leaves it when the recording dispatched it (D), and completes when it did (C); its
+//! own idle timer fires when it set it. At every one of these points the model decides as
+//! BFQ would (preemption on an arrival, idling or expiring on a completion, budget exhausted
+//! or timed out at a dispatch opportunity, too idle on its timer); those are its
+//! predictions. Then its state is set to what BFQ did: an expiration BFQ logged that the
+//! model had not made is applied with BFQ's reason, and the queue BFQ put in service is put
+//! in service (after noting which queue the model would have chosen). So each decision is
+//! taken from the state BFQ had, and one wrong decision does not shift all later ones.
+//!
+//! BFQ's decisions take effect at its next dispatch (an expiration is followed by a new
+//! queue in service and its first dispatch), so the model's state is set to them just
+//! before the next recorded dispatch: a decision the model makes in between (its idle timer
+//! a little later than BFQ's) is at the same point, since nothing was dispatched between.
+//!
+//! Owns: the recorded request lives a check needs, the driving loop. Must not: print.
+
+use serde::Serialize;
+
+use crate::{
+    event::{Dev, Note, Op},
+    input::{InputError, TraceSource},
+    timeline::{LifeSink, RequestLife, Timeline},
+};
+
+use super::{
+    bfqlog::{self, BfqLogged, Dispatches, LogComparison},
+    sched::{Ctx, Decided, Decision, Rq, RqState, Scheduler, bfq::Bfq},
+    workload::{Workload, is_sync},
+};
+
+/// A request as the recording shows it, for the check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordedRq {
+    pub pid: u32,
+    pub cgroup: u64,
+    pub ioprio: u16,
+    pub sector: u64,
+    pub sectors: u32,
+    pub op: Op,
+    pub sync: bool,
+    /// Inserted into the scheduler (I).
+    pub inserted: u64,
+    /// Issued to the driver (first D), if it was.
+    pub dispatched: Option<u64>,
+    /// Completed (C), if it was.
+    pub completed: Option<u64>,
+}
+
+#[derive(Default)]
+struct Lives(Vec<RecordedRq>);
+
+impl LifeSink for Lives {
+    fn request_done(&mut self, rq: &RequestLife) {
+        // Requests that never went through the scheduler (flushes, bypass) have no I.
+        let (Some(i), Some(s)) = (rq.i, rq.submitter.as_ref()) else {
+            return;
+        };
+        if rq.bytes == 0 || rq.op == Op::Flush {
+            return;
+        }
+        self.0.push(RecordedRq {
+            pid: s.pid,
+            cgroup: s.cgroup_id,
+            ioprio: s.ioprio,
+            sector: rq.sector,
+            sectors: rq.bytes >> 9,
+            op: rq.op,
+            sync: is_sync(rq.op, rq.flags),
+            inserted: i,
+            dispatched: rq.first_d,
+            completed: (rq.c > 0).then_some(rq.c),
+        });
+    }
+}
+
+/// The requests of `dev` that went through the scheduler, in insertion order.
+pub fn recorded_requests(
+    source: &mut dyn TraceSource,
+    dev: Dev,
+) -> Result<Vec<RecordedRq>, InputError> {
+    let bio_based: Vec<Dev> = source
+        .meta()
+        .devices
+        .iter()
+        .filter(|d| !d.request_based)
+        .map(|d| d.dev)
+        .collect();
+    let mut timeline = Timeline::new(bio_based);
+    let mut lives = Lives::default();
+    while let Some(ev) = source.next_event() {
+        let ev = ev?;
+        if ev.dev == dev && ev.wakee().is_none() {
+            timeline.push(&ev, &mut lives);
+        }
+    }
+    timeline.finish();
+    let mut out = lives.0;
+    out.sort_by_key(|r| r.inserted);
+    Ok(out)
+}
+
+/// The model's decisions taken from BFQ's recorded state, against BFQ's log.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DecisionCheck {
+    /// The model's own expirations against the log's, each placed by the process expired
+    /// and its last dispatched request (the same metric as the closed-loop comparison; here
+    /// both are placed on the recorded dispatches).
+    pub expirations: LogComparison,
+    /// BFQ's switches at which the model said which queue it would serve next, and how
+    /// many times it named BFQ's.
+    pub next_queue_checked: u64,
+    pub next_queue_matched: u64,
+    pub next_queue_agreement_pct: f64,
+    /// Expirations BFQ made that the model had not (applied with BFQ's reason).
+    pub forced_expirations: u64,
+    /// Queues BFQ put in service that the model did not have in service.
+    pub forced_switches: u64,
+    /// Requests driven through the model.
+    pub requests: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Step {
+    // At one instant: completions first, then arrivals, BFQ's notes, and the dispatch
+    // they lead to.
+    Complete(u32),
+    Insert(u32),
+    Note(u32),
+    Dispatch(u32),
+}
+
+fn step_order(s: &Step) -> u8 {
+    match s {
+        Step::Complete(_) => 0,
+        Step::Insert(_) => 1,
+        Step::Note(_) => 2,
+        Step::Dispatch(_) => 3,
+    }
+}
+
+/// Drives `bfq` with `requests` (of `w`'s processes) and BFQ's `notes`, and compares the
+/// model's decisions with the notes. `dispatches` are the recording's dispatches placed
+/// by process and request index ([`bfqlog::compare`]).
+pub fn check(
+    mut bfq: Bfq,
+    w: &Workload,
+    requests: &[RecordedRq],
+    notes: &[Note],
+    dispatches: &Dispatches,
+    rotational: bool,
+    depth: u32,
+) -> DecisionCheck {
+    let stream_of: rustc_hash::FxHashMap<u32, u32> = w
+        .streams
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.pid, i as u32))
+        .collect();
+    let pid_of = |s: u32| w.streams.get(s as usize).map_or(u32::MAX, |st| st.pid);
+    // The model's request table: recorded requests of known processes.
+    let mut rqs: Vec<Rq> = Vec::new();
+    let mut times: Vec<(u64, Step)> = Vec::new();
+    let mut remaining = vec![0u32; w.streams.len()];
+    for r in requests {
+        let Some(&stream) = stream_of.get(&r.pid) else {
+            continue;
+        };
+        let id = rqs.len() as u32;
+        rqs.push(Rq {
+            stream,
+            cgroup: r.cgroup,
+            sector: r.sector,
+            sectors: r.sectors.max(1),
+            op: r.op,
+            sync: r.sync,
+            meta: false,
+            ioprio: r.ioprio,
+            inserted: r.inserted,
+            state: RqState::Plugged,
+            head_io: 0,
+            tail_io: 0,
+            bios: 1,
+        });
+        remaining[stream as usize] += 1;
+        times.push((r.inserted, Step::Insert(id)));
+        if let Some(d) = r.dispatched {
+            times.push((d.max(r.inserted), Step::Dispatch(id)));
+            if let Some(c) = r.completed {
+                times.push((c.max(d), Step::Complete(id)));
+            }
+        }
+    }
+    let parsed: Vec<BfqLogged> = notes.iter().map(|n| bfqlog::parse(&n.text)).collect();
+    for (k, n) in notes.iter().enumerate() {
+        if matches!(
+            parsed[k],
+            BfqLogged::Expire { .. } | BfqLogged::InService { .. }
+        ) {
+            times.push((n.ts_ns, Step::Note(k as u32)));
+        }
+    }
+    times.sort_by_key(|(t, s)| (*t, step_order(s), *s));
+
+    let mut out = DecisionCheck {
+        requests: rqs.len() as u64,
+        ..Default::default()
+    };
+    let mut kept: Vec<Decided> = Vec::new();
+    let mut in_driver = 0u32;
+    // BFQ's notes since the last dispatch, and the queue it has in service (by pid).
+    let mut pending_expire: Vec<(u32, super::sched::ExpireReason)> = Vec::new();
+    let mut pending_switch: Option<u32> = None;
+    let mut log_in_service: Option<(u32, bool)> = None;
+    // The queue of a logged pid: its stream's sync queue, or the async queue of a request
+    // of that process.
+    let queue_of_pid = |bfq: &Bfq, pid: u32, sync: bool, rqs: &[Rq]| -> Option<usize> {
+        let s = *stream_of.get(&pid)?;
+        let cgroup = rqs.iter().find(|r| r.stream == s).map_or(0, |r| r.cgroup);
+        bfq.queue_of_stream(s, sync, cgroup)
+    };
+    // A queue whose process has no more I/O leaves service when the process exits
+    // (`bfq_exit_bfqq`: `__bfq_bfqq_expire`, which BFQ does not log): the model's
+    // expiration of such a queue for having no requests is not compared.
+    let exit = |kept: &mut Vec<Decided>, natural: Vec<Decided>, remaining: &[u32]| {
+        kept.extend(natural.into_iter().filter(|d| {
+            !matches!(d.d, Decision::Expire { stream, reason: super::sched::ExpireReason::NoMoreRequests, .. }
+                if remaining.get(stream as usize) == Some(&0))
+        }));
+    };
+    for &(t, step) in &times {
+        // The model's idle timer, when due first.
+        if let Some(tt) = bfq.next_timer()
+            && tt <= t
+        {
+            let ctx = ctx_at(tt, &rqs, in_driver, depth, rotational, &remaining);
+            bfq.timer(&ctx);
+            exit(&mut kept, bfq.take_decisions(), &remaining);
+        }
+        match step {
+            Step::Insert(id) => {
+                rqs[id as usize].state = RqState::Queued;
+                remaining[rqs[id as usize].stream as usize] -= 1;
+                let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+                bfq.insert(&ctx, id);
+                exit(&mut kept, bfq.take_decisions(), &remaining);
+            }
+            Step::Complete(id) => {
+                rqs[id as usize].state = RqState::Done;
+                in_driver = in_driver.saturating_sub(1);
+                let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+                bfq.completed(&ctx, id);
+                exit(&mut kept, bfq.take_decisions(), &remaining);
+            }
+            Step::Note(k) => match parsed[k as usize] {
+                BfqLogged::Expire { pid, sync, reason } => {
+                    pending_expire.push((pid, reason));
+                    if log_in_service == Some((pid, sync)) {
+                        log_in_service = None;
+                    }
+                }
+                BfqLogged::InService { pid, sync } => {
+                    pending_switch = Some(pid);
+                    log_in_service = Some((pid, sync));
+                }
+                _ => {}
+            },
+            Step::Dispatch(id) => {
+                let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+                // The model's own decision at this dispatch opportunity.
+                bfq.decide_dispatch(&ctx);
+                let natural = bfq.take_decisions();
+                let model_pick = natural.iter().rev().find_map(|d| match d.d {
+                    Decision::InService { stream, .. } => Some(stream),
+                    _ => None,
+                });
+                exit(&mut kept, natural, &remaining);
+                // BFQ's decisions since the last dispatch, where the model did not make them
+                // (a queue the model expired and put back in service at this dispatch
+                // opportunity is where BFQ's is).
+                for (pid, reason) in pending_expire.drain(..) {
+                    let in_service = bfq.in_service_queue().map(|q| bfq.stream_of_queue(q));
+                    if model_pick.is_none() && in_service.is_some_and(|s| pid_of(s) == pid) {
+                        bfq.force_expire(&ctx, reason);
+                        bfq.take_decisions();
+                        out.forced_expirations += 1;
+                    }
+                }
+                if let Some(pid) = pending_switch.take() {
+                    let choice = model_pick.or_else(|| match bfq.in_service_queue() {
+                        Some(q) => Some(bfq.stream_of_queue(q)),
+                        None => bfq.next_choice(&ctx).map(|q| bfq.stream_of_queue(q)),
+                    });
+                    out.next_queue_checked += 1;
+                    if choice.is_some_and(|s| pid_of(s) == pid) {
+                        out.next_queue_matched += 1;
+                    }
+                }
+                if let Some((pid, sync)) = log_in_service
+                    && let Some(q) = queue_of_pid(&bfq, pid, sync, &rqs)
+                    && bfq.in_service_queue() != Some(q)
+                {
+                    bfq.force_in_service(&ctx, q);
+                    bfq.take_decisions();
+                    out.forced_switches += 1;
+                }
+                bfq.force_dispatch(&ctx, id);
+                exit(&mut kept, bfq.take_decisions(), &remaining);
+                rqs[id as usize].state = RqState::Dispatched;
+                in_driver += 1;
+            }
+        }
+    }
+    out.expirations = bfqlog::compare(notes, &kept, pid_of, dispatches, dispatches);
+    out.next_queue_agreement_pct = if out.next_queue_checked == 0 {
+        100.0
+    } else {
+        100.0 * out.next_queue_matched as f64 / out.next_queue_checked as f64
+    };
+    out
+}
+
+fn ctx_at<'a>(
+    now: u64,
+    rqs: &'a [Rq],
+    in_driver: u32,
+    depth: u32,
+    rotational: bool,
+    remaining: &'a [u32],
+) -> Ctx<'a> {
+    Ctx {
+        now,
+        rqs,
+        in_driver,
+        depth,
+        rotational,
+        remaining,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Comm;
+    use crate::model::sched::{SchedEnv, Settings};
+    use crate::model::workload::{Stream, StreamKind};
+    use crate::record::DeviceInfo;
+
+    fn note(ts_ns: u64, text: &str) -> Note {
+        Note {
+            ts_ns,
+            dev: Dev { major: 7, minor: 0 },
+            cpu: 0,
+            pid: 0,
+            text: text.into(),
+        }
+    }
+
+    fn workload(pid: u32) -> Workload {
+        Workload {
+            device: DeviceInfo::default(),
+            kernel_release: Some("6.18.0".into()),
+            start_ns: 0,
+            end_ns: 0,
+            streams: vec![Stream {
+                pid,
+                tgid: pid,
+                comm: Comm::default(),
+                cgroup_id: 1,
+                ios: 0,
+                kind: StreamKind::ClosedLoop,
+                depends_on: vec![],
+                think_mean_ns: 0.0,
+                max_in_flight: 1,
+                last_io: 0,
+                slept_for_request: 0,
+                slept_ns: 0,
+                span_ns: 0,
+                ioprio: 0,
+            }],
+            ios: vec![],
+            service: vec![],
+            max_in_driver: 1,
+            merges: Default::default(),
+        }
+    }
+
+    fn bfq(pairs: &[&str]) -> Bfq {
+        let env = SchedEnv {
+            rotational: true,
+            kernel: 6018,
+            peak_sectors_per_sec: 1e6,
+            root_cgroups: vec![0, 1],
+            stream_ioprio: vec![0],
+            max_budget_start: None,
+        };
+        let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
+        Bfq::new(&Settings::parse_pairs(&pairs).unwrap(), &env).unwrap()
+    }
+
+    /// One reader, one 4 KiB read at a time (I at k ms, D 10 µs later, C 500 µs later),
+    /// slice_idle=0: BFQ can only expire its queue for having no more requests at each
+    /// completion, and put it back in service at the next arrival. A log saying so agrees
+    /// 100%; the same log with another reason agrees at every point and on no reason.
+    #[test]
+    fn a_log_that_says_what_bfq_must_do_agrees_fully() {
+        let pid = 7;
+        let w = workload(pid);
+        let mut requests = Vec::new();
+        let mut notes = Vec::new();
+        let mut wrong = Vec::new();
+        let mut dispatches = Vec::new();
+        for k in 0..40u64 {
+            let t = 1_000_000 + k * 1_000_000;
+            requests.push(RecordedRq {
+                pid,
+                cgroup: 1,
+                ioprio: 0,
+                sector: k * 8,
+                sectors: 8,
+                op: Op::Read,
+                sync: true,
+                inserted: t,
+                dispatched: Some(t + 10_000),
+                completed: Some(t + 500_000),
+            });
+            dispatches.push((t + 10_000, pid, k));
+            notes.push(note(
+                t + 5_000,
+                "bfq7S set_in_service_queue, cur-budget = 100",
+            ));
+            wrong.push(notes.last().unwrap().clone());
+            notes.push(note(
+                t + 501_000,
+                "bfq7S expire (3, slow 0, num_disp 0, short_ttime 1)",
+            ));
+            wrong.push(note(
+                t + 501_000,
+                "bfq7S expire (0, slow 0, num_disp 0, short_ttime 1)",
+            ));
+        }
+        // The process goes on (a request the trace ends on): its last expiration is not
+        // an exit.
+        requests.push(RecordedRq {
+            dispatched: None,
+            completed: None,
+            inserted: 45_000_000,
+            sector: 1 << 20,
+            ..requests[0]
+        });
+        let c = check(
+            bfq(&["slice_idle=0"]),
+            &w,
+            &requests,
+            &notes,
+            &dispatches,
+            true,
+            32,
+        );
+        assert_eq!(c.requests, 41);
+        assert_eq!(c.expirations.matched, 40);
+        assert_eq!(c.expirations.agreement_pct, 100.0);
+        assert_eq!((c.next_queue_checked, c.next_queue_matched), (40, 40));
+        assert_eq!(c.forced_expirations, 0);
+        let c = check(
+            bfq(&["slice_idle=0"]),
+            &w,
+            &requests,
+            &wrong,
+            &dispatches,
+            true,
+            32,
+        );
+        assert_eq!(
+            (c.expirations.matched, c.expirations.matched_points),
+            (0, 40)
+        );
+        // With idling on (8 ms > the 0.5 ms think time), the model idles instead: the
+        // next request arrives in time, so it never expires the queue, and every one of
+        // the log's expirations is one BFQ made and the model did not (imposed at the next
+        // dispatch: the trace has none after the 40th).
+        let c = check(bfq(&[]), &w, &requests, &notes, &dispatches, true, 32);
+        assert_eq!(c.expirations.matched, 0);
+        assert_eq!(c.forced_expirations, 39);
+    }
+}
