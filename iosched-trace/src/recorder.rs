@@ -67,6 +67,10 @@ pub const NOTE_NO_PLUGS: &str = "plug and unplug were not traced (--no-plugs)";
 /// How often the file is flushed and the loss counters are saved: what a kill -9 can cost.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// How long to wait for a wake-up before draining anyway (events below the wake-up threshold).
+/// The recording's write buffer gathers only the small chunks (processes, statistics):
+/// an EVENTS chunk is larger, so `BufWriter` hands it to the file as it is, uncopied.
+const SMALL_CHUNKS_BUFFER: usize = 16 << 10;
+const _: () = assert!(SMALL_CHUNKS_BUFFER < crate::record::DEFAULT_CHUNK_BYTES);
 const IDLE_DRAIN: Duration = Duration::from_millis(100);
 /// Age after which every event is surely out of the kernel and stored.
 const SETTLED_AFTER_NS: u64 = 500_000_000;
@@ -177,7 +181,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
             let file = File::create(&config.output)
                 .with_context(|| format!("cannot create {}", config.output.display()))?;
             Box::new(RecordingWriter::new(
-                BufWriter::with_capacity(1 << 20, file),
+                BufWriter::with_capacity(SMALL_CHUNKS_BUFFER, file),
                 &header,
             )?)
         }

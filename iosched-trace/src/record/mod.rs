@@ -25,7 +25,7 @@ pub use codec::{
 };
 pub use order::{ChunkOrdered, TimeOrdered, Timed};
 pub use reader::{EventRef, RecordingReader};
-pub use writer::{DEFAULT_CHUNK_EVENTS, RecordingWriter};
+pub use writer::{DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_EVENTS, RecordingWriter};
 
 /// Everything known at the start of a recording. Stored as JSON in the HEADER chunk; readers
 /// ignore fields they do not know and default the ones a writer left out.

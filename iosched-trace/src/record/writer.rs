@@ -13,6 +13,11 @@ use crate::event::{Event, EventKind};
 /// Events per EVENTS chunk by default: about 64 KiB of records.
 pub const DEFAULT_CHUNK_EVENTS: usize =
     ((64 << 10) - codec::CHUNK_HEADER_LEN - EVENTS_PREFIX_LEN) / EVENT_RECORD_SIZE as usize;
+/// Chunk header and EVENTS prefix, in front of an EVENTS chunk's records.
+const EVENTS_HEAD: usize = codec::CHUNK_HEADER_LEN + EVENTS_PREFIX_LEN;
+/// Bytes of a full EVENTS chunk at the default size.
+pub const DEFAULT_CHUNK_BYTES: usize =
+    EVENTS_HEAD + DEFAULT_CHUNK_EVENTS * EVENT_RECORD_SIZE as usize;
 /// Process entries per PROCESSES chunk (keeps chunks small however many tasks appear at once).
 const CHUNK_PROCESSES: usize = 512;
 
@@ -24,7 +29,11 @@ const CHUNK_PROCESSES: usize = 512;
 pub struct RecordingWriter<W: Write> {
     w: W,
     chunk_events: usize,
-    /// Encoded records of the pending EVENTS chunk.
+    /// The pending EVENTS chunk: [`EVENTS_HEAD`] bytes kept for its chunk header and events
+    /// prefix, then the encoded records. Built in place, a chunk is handed to `W` in one
+    /// write: a chunk is larger than the recorder's `BufWriter`, which then passes it
+    /// straight to the file rather than copying it (about a tenth of the recorder's time
+    /// went to that copy).
     pending: Vec<u8>,
     pending_count: usize,
     pending_kinds: [u64; EventKind::ALL.len()],
@@ -44,7 +53,7 @@ impl<W: Write> RecordingWriter<W> {
         let mut this = RecordingWriter {
             w,
             chunk_events: DEFAULT_CHUNK_EVENTS,
-            pending: Vec::new(),
+            pending: vec![0; EVENTS_HEAD],
             pending_count: 0,
             pending_kinds: [0; EventKind::ALL.len()],
             pending_processes: Vec::new(),
@@ -178,10 +187,16 @@ impl<W: Write> RecordingWriter<W> {
         let count = self.pending_count;
         let first = self.next_index - count as u64;
         let kinds = std::mem::replace(&mut self.pending_kinds, [0; EventKind::ALL.len()]);
-        let records = std::mem::take(&mut self.pending);
+        let mut chunk = std::mem::take(&mut self.pending);
         self.pending_count = 0;
         let prefix = codec::events_prefix(first, count as u32);
-        let result = self.write_chunk(chunk_type::EVENTS, &[&prefix, &records]);
+        let header = codec::chunk_header(chunk_type::EVENTS, &[&prefix, &chunk[EVENTS_HEAD..]]);
+        chunk[..codec::CHUNK_HEADER_LEN].copy_from_slice(&header);
+        chunk[codec::CHUNK_HEADER_LEN..EVENTS_HEAD].copy_from_slice(&prefix);
+        let result = self.w.write_all(&chunk).map_err(FormatError::from);
+        if result.is_ok() {
+            self.bytes_written += chunk.len() as u64;
+        }
         match result {
             Ok(()) => {
                 self.events_written += count as u64;
@@ -192,8 +207,8 @@ impl<W: Write> RecordingWriter<W> {
             Err(_) => self.events_dropped += count as u64,
         }
         // Reuse the allocation for the next chunk.
-        self.pending = records;
-        self.pending.clear();
+        self.pending = chunk;
+        self.pending.truncate(EVENTS_HEAD);
         result
     }
 
