@@ -47,6 +47,9 @@ pub struct Explanation {
     pub self_check: SelfCheck,
     pub findings: Vec<Finding>,
     pub verdict: String,
+    /// Time-bounded processes the replays continued to their end (the what-ifs compare
+    /// throughput over the recorded duration).
+    pub continued: Option<replay::ContinuedNote>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -430,6 +433,7 @@ pub fn explain(
         format!("{significant} finding(s); the first has the largest estimated effect")
     };
     Ok(Explanation {
+        continued: base.continued.clone(),
         device: w.device.name.clone(),
         scheduler: r.recorded_scheduler.clone(),
         kernel: r.env.kernel,

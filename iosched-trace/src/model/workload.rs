@@ -124,6 +124,11 @@ pub struct Stream {
     /// best-effort level 4): BFQ's queue weight.
     #[serde(default)]
     pub ioprio: u16,
+    /// A time-bounded process (fio `--time_based --runtime`): it issues nothing from this
+    /// time on (ns after the workload's start), whatever is left of its bios. Set by
+    /// [`super::continuation`] on the streams it continues; `None`: it issues all its bios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ns: Option<u64>,
 }
 
 /// A bio whose request came this long after its Q slept for it (allocation itself takes a
@@ -445,6 +450,7 @@ pub fn from_bios_and_wakeups(
                 slept_ns: 0,
                 span_ns: 0,
                 ioprio: s.ioprio,
+                until_ns: None,
             });
             (streams.len() - 1) as u32
         });
