@@ -372,3 +372,69 @@ fn explain_gives_merges_conditionally_for_a_writer_held_back_by_tags() {
         "{est:?} vs {gain}"
     );
 }
+
+/// The queue's `nomerges` and `max_sectors_kb` from the recording's header (format 1.3) are
+/// used as recorded, over what the trace suggests, and kept when the scheduler changes.
+#[test]
+fn recorded_queue_attributes_replace_inference() {
+    let (n, d) = (32u32, 16u32);
+    let w = qd_writer(4000, n, "mq-deadline");
+    let cfg = SimConfig {
+        depth: d,
+        max_requests: 2 * d,
+        nomerges: 2,
+        ..SimConfig::default()
+    };
+    let mut info = w.device.clone();
+    info.nr_requests = Some(2 * d);
+    let events = trace(&w, SchedKind::MqDeadline, cfg);
+    let extract = |info: &crate::record::DeviceInfo| {
+        let mut src = MemorySource::new(vec![info.clone()], events.clone());
+        let mut w = workload::extract(&mut src, None).unwrap();
+        // The simulator writes no unplugs; a recording of libaio has one after every bio.
+        for io in &mut w.ios {
+            io.plug_end = true;
+        }
+        w
+    };
+    // Inferred: many missed merges, none made.
+    let inferred = Replayer::new(extract(&info), Some(disk()), vec![0, 1]).unwrap();
+    assert!(inferred.merging_was_off());
+    assert!(
+        inferred
+            .recorded_config()
+            .unwrap()
+            .label
+            .contains("nomerges=2 by the trace")
+    );
+
+    // Recorded as 1 (plug merges only; fio's libaio bios each have their own plug): the
+    // header wins, no scheduler merges, and the label says so without "by the trace".
+    let mut one = info.clone();
+    one.nomerges = Some(1);
+    let r = Replayer::new(extract(&one), Some(disk()), vec![0, 1]).unwrap();
+    assert!(!r.merging_was_off());
+    let as_recorded = r.run(&r.recorded_config().unwrap()).unwrap();
+    assert_eq!(
+        as_recorded.config.label,
+        "mq-deadline (as recorded, nomerges=1)"
+    );
+    assert_eq!(as_recorded.summary.merge_ratio, 1.0);
+    // Kept under another scheduler unless the configuration sets it.
+    assert_eq!(run(&r, "bfq").summary.merge_ratio, 1.0);
+    assert!(run(&r, "mq-deadline:nomerges=0").summary.merge_ratio > 1.5);
+
+    // Recorded as 0 with a 16 KiB request limit: merging is on (the trace's evidence is
+    // overruled) and stops at 4 bios a request.
+    let mut small = info.clone();
+    small.nomerges = Some(0);
+    small.max_sectors_kb = Some(16);
+    let r = Replayer::new(extract(&small), Some(disk()), vec![0, 1]).unwrap();
+    assert!(!r.merging_was_off());
+    let ratio = run(&r, "mq-deadline").summary.merge_ratio;
+    assert!(ratio > 1.5 && ratio <= 4.0, "{ratio}");
+    let unlimited = run(&r, "mq-deadline:max_sectors_kb=1280")
+        .summary
+        .merge_ratio;
+    assert!(unlimited > ratio, "{unlimited} vs {ratio}");
+}

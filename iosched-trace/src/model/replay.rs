@@ -335,10 +335,10 @@ impl Replayer {
     pub fn recorded_config(&self) -> Option<Config> {
         let name = self.recorded_scheduler.as_deref()?;
         let sched = SchedKind::parse(name)?;
-        let label = if self.merging_was_off() {
-            format!("{name} (as recorded, nomerges=2 by the trace)")
-        } else {
-            format!("{name} (as recorded)")
+        let label = match (self.workload.device.nomerges, self.merging_was_off()) {
+            (Some(n @ 1..), _) => format!("{name} (as recorded, nomerges={n})"),
+            (None, true) => format!("{name} (as recorded, nomerges=2 by the trace)"),
+            _ => format!("{name} (as recorded)"),
         };
         Some(Config {
             label,
@@ -347,9 +347,13 @@ impl Replayer {
         })
     }
 
-    /// The recording does not carry the queue's `nomerges`; the trace shows it was 2 when
-    /// an elevator had many bios continue a request it still held and merged none.
+    /// Merging was off in the recording: its header says so (format 1.3), or, in older
+    /// recordings that do not carry the queue's `nomerges`, the trace shows it was 2: an
+    /// elevator had many bios continue a request it still held and merged none.
     pub fn merging_was_off(&self) -> bool {
+        if let Some(n) = self.workload.device.nomerges {
+            return n >= 2;
+        }
         let elevator = self
             .recorded_scheduler
             .as_deref()
@@ -358,13 +362,24 @@ impl Replayer {
         elevator && self.workload.merges.merging_off(self.workload.ios.len())
     }
 
-    /// Settings for `cfg`: the queue's attributes as the trace shows them (`nomerges`: they
-    /// stay when the scheduler changes), the recorded tunables when it is the recorded
+    /// Settings for `cfg`: the queue's attributes as recorded (`nomerges`,
+    /// `max_sectors_kb`; they stay when the scheduler changes; `nomerges` inferred from the
+    /// trace in recordings before format 1.3), the recorded tunables when it is the recorded
     /// scheduler, then the configuration's own.
     fn effective_settings(&self, cfg: &Config) -> Settings {
         let mut s = Settings::default();
-        if self.merging_was_off() {
-            s.0.insert("nomerges".into(), "2".into());
+        let dev = &self.workload.device;
+        match dev.nomerges {
+            Some(n) => {
+                s.0.insert("nomerges".into(), n.to_string());
+            }
+            None if self.merging_was_off() => {
+                s.0.insert("nomerges".into(), "2".into());
+            }
+            None => {}
+        }
+        if let Some(kb) = dev.max_sectors_kb {
+            s.0.insert("max_sectors_kb".into(), kb.to_string());
         }
         let recorded = self
             .recorded_scheduler

@@ -173,7 +173,8 @@ pub struct Workload {
     /// Issued requests in D order.
     pub service: Vec<ServiceSample>,
     pub max_in_driver: u32,
-    /// What the trace shows of merging (the queue's `nomerges` is not in the recording).
+    /// What the trace shows of merging (recordings before format 1.3 do not carry the
+    /// queue's `nomerges`).
     pub merges: MergeEvidence,
 }
 
