@@ -476,6 +476,12 @@ fn text_prologue(s: &mut String, h: &Header, first_ts: Option<u64>) {
         if let Some(n) = d.nr_requests {
             let _ = write!(s, ", nr_requests {n}");
         }
+        if let Some(n) = d.nomerges {
+            let _ = write!(s, ", nomerges {n}");
+        }
+        if let Some(n) = d.max_sectors_kb {
+            let _ = write!(s, ", max_sectors_kb {n}");
+        }
         if let Some(model) = &d.model {
             let _ = write!(s, ", model {model:?}");
         }
@@ -919,7 +925,7 @@ mod tests {
 "#;
 
     const PROLOGUE: &str = r#"
-# iosched-trace recording, format 1.2, written by iosched-trace 0.1.0
+# iosched-trace recording, format 1.3, written by iosched-trace 0.1.0
 # host testhost, kernel 6.18.0-test, boot 00000000-1111-2222-3333-444444444444
 # started 2025-11-30 12:00:00.000000000 UTC (monotonic 1.000000000)
 # command: iosched-trace record -d sda

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use crate::model::{
     device::{DeviceModel, FitQuality},
     explain::Explanation,
-    replay::{Replayer, Run, Summary},
+    replay::{ContinuedNote, Replayer, Run, Summary},
     sched::Decided,
     workload::StreamKind,
 };
@@ -150,6 +150,17 @@ pub fn render_replay(r: &Replayer, recorded: &Summary, runs: &[Run], decisions: 
                 .map_or("-".into(), |p| format!("{:.2}", p.q2c_mean_ms))
         });
     }
+    let continued: Vec<String> = runs
+        .iter()
+        .filter_map(|run| Some((shorten(&run.config.label), run.continued.as_ref()?)))
+        .map(|(label, c)| continued_text(&label, c))
+        .collect();
+    if !continued.is_empty() {
+        out.push('\n');
+        for l in continued {
+            let _ = writeln!(out, "{l}");
+        }
+    }
     for run in runs {
         let c = &run.decision_counts;
         if c.in_service == 0 && c.throttled == 0 {
@@ -238,6 +249,32 @@ pub fn render_replay(r: &Replayer, recorded: &Summary, runs: &[Run], decisions: 
         }
     }
     out
+}
+
+/// One run's continuation, in a line: what, for how long, on what evidence.
+fn continued_text(label: &str, c: &ContinuedNote) -> String {
+    let p = &c.plan;
+    let n = p.streams.len();
+    let secs = p.runtime_ns as f64 / 1e9;
+    let why = if p.time_bounded {
+        format!(
+            "each of them issued until {secs:.1} s after its first I/O: a time-bounded job \
+             (fio --runtime)"
+        )
+    } else {
+        "as asked (continue=1), to the recorded duration".to_string()
+    };
+    format!(
+        "{label}: continued {n} stream{} for the recorded {secs:.1} s (+{} I/Os{}; {why}; \
+         --set continue=0 replays only the recorded I/O)",
+        if n == 1 { "" } else { "s" },
+        c.added_ios,
+        if c.cut {
+            ", cut at the model's bound: a lower bound"
+        } else {
+            ""
+        }
+    )
 }
 
 fn shorten(label: &str) -> String {
@@ -369,6 +406,13 @@ pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
     let _ = writeln!(out, "workload:");
     for l in workload_lines(r) {
         let _ = writeln!(out, "{l}");
+    }
+    if let Some(c) = &e.continued {
+        let _ = writeln!(
+            out,
+            "{}",
+            continued_text("replaying as recorded (and every what-if)", c)
+        );
     }
     out.push('\n');
     if e.findings.is_empty() {

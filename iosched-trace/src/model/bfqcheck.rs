@@ -382,6 +382,7 @@ mod tests {
                 slept_ns: 0,
                 span_ns: 0,
                 ioprio: 0,
+                until_ns: None,
             }],
             ios: vec![],
             service: vec![],

@@ -47,6 +47,9 @@ pub struct Explanation {
     pub self_check: SelfCheck,
     pub findings: Vec<Finding>,
     pub verdict: String,
+    /// Time-bounded processes the replays continued to their end (the what-ifs compare
+    /// throughput over the recorded duration).
+    pub continued: Option<replay::ContinuedNote>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -324,7 +327,22 @@ pub fn explain(
     // Missing merges: contiguous bios of one process that went out as separate requests.
     let recorded_ratio = recorded.merge_ratio;
     let contiguous = contiguous_bios(r);
-    if contiguous.0 > 0 && recorded_ratio < 1.5 {
+    // Under `none`, a process asleep for a free tag most of its run had more bios ready than
+    // the trace shows: its depth is unknown, and so are the merges an elevator would make.
+    let held_by_tags = (base_cfg.sched == SchedKind::None)
+        .then(|| {
+            w.streams
+                .iter()
+                .filter(|st| st.tag_bound())
+                .max_by_key(|st| st.ios)
+        })
+        .flatten();
+    if contiguous.0 > 0
+        && recorded_ratio < 1.5
+        && let Some(st) = held_by_tags
+    {
+        findings.extend(merges_if_deeper(r, &base, recorded, st, contiguous)?);
+    } else if contiguous.0 > 0 && recorded_ratio < 1.5 {
         let alt = r.run(&cfg(SchedKind::MqDeadline, &[("nomerges", "0")]))?;
         if alt.summary.merge_ratio >= 1.1 * recorded_ratio.max(1.0) {
             let e = estimate(&alt, &base, recorded, &[]);
@@ -430,6 +448,7 @@ pub fn explain(
         format!("{significant} finding(s); the first has the largest estimated effect")
     };
     Ok(Explanation {
+        continued: base.continued.clone(),
         device: w.device.name.clone(),
         scheduler: r.recorded_scheduler.clone(),
         kernel: r.env.kernel,
@@ -444,6 +463,62 @@ pub fn explain(
         findings,
         verdict,
     })
+}
+
+/// The missing-merges finding for a process held back by `none`'s tags: its measured depth
+/// is a lower bound, so the trace cannot say how many of its bios would wait in an elevator
+/// and merge. What it can say: what merging gives at that measured depth, and what it gives
+/// if the process keeps as many in flight as mq-deadline lets exist (`nr_requests`, twice the
+/// tags up to 128: `blk_mq_init_sched`), the most an elevator holds before it too puts the
+/// process to sleep. The estimate is conditional on that depth, and says so.
+fn merges_if_deeper(
+    r: &Replayer,
+    base: &Run,
+    recorded: &Summary,
+    st: &super::workload::Stream,
+    contiguous: (u64, u64),
+) -> Result<Option<Finding>, ReplayError> {
+    let tags = r.recorded_depth();
+    let nr_requests = 2 * tags.min(128);
+    let measured = r.run(&cfg(SchedKind::MqDeadline, &[("nomerges", "0")]))?;
+    let depth = nr_requests.to_string();
+    let deeper = r.run(&cfg(
+        SchedKind::MqDeadline,
+        &[("nomerges", "0"), ("iodepth", depth.as_str())],
+    ))?;
+    if deeper.summary.merge_ratio < 1.1 * recorded.merge_ratio.max(1.0) {
+        return Ok(None);
+    }
+    let mut e = estimate(&deeper, base, recorded, &[]);
+    e.what_if = format!("mq-deadline, if {} keeps {nr_requests} in flight", st.comm);
+    let asleep_pct = 100.0 * st.slept_ns as f64 / st.span_ns.max(1) as f64;
+    Ok(Some(Finding {
+        cause: "missing_merges",
+        title: format!(
+            "{} of {} bios continue the previous bio of their process, but under none they \
+             cannot merge: {} was held back by the {tags} tags, so its real depth, and the \
+             merges an elevator would make, are not in the trace",
+            contiguous.0, contiguous.1, st.comm
+        ),
+        evidence: vec![
+            format!(
+                "measured: at most {} in flight; asleep for a free request before {} of its \
+                 {} bios, {asleep_pct:.0}% of its run",
+                st.max_in_flight, st.slept_for_request, st.ios
+            ),
+            format!(
+                "model at that depth: under mq-deadline {:.2} bios per request, {:.2} MB/s",
+                measured.summary.merge_ratio, measured.summary.mb_per_s
+            ),
+            format!(
+                "model if it keeps {nr_requests} in flight (mq-deadline's nr_requests, twice \
+                 the {tags} tags; --set iodepth=N for another depth): {:.2} bios per request, \
+                 {:.2} MB/s",
+                deeper.summary.merge_ratio, deeper.summary.mb_per_s
+            ),
+        ],
+        estimate: Some(e),
+    }))
 }
 
 /// Idle-with-pending time the recording attributes to `pid`'s completions (from the

@@ -313,3 +313,128 @@ fn a_writer_held_back_by_tags_is_marked_and_iodepth_replays_its_real_depth() {
     assert!(!extracted.streams[0].tag_bound());
     assert_eq!(extracted.streams[0].max_in_flight, 4);
 }
+
+/// Seed 002 recorded under `none` with the writer held back by the tags: explain cannot know
+/// its depth, so it says what it measured (9 in flight, asleep for tags) and gives the merges
+/// conditionally: at mq-deadline's nr_requests (2 x 8 tags = 16 in flight) bios merge
+/// between 16 / (8 + 1) and 16 / 8 to a request, and the estimate is that replay's gain.
+#[test]
+fn explain_gives_merges_conditionally_for_a_writer_held_back_by_tags() {
+    let w = qd_writer(3000, 32, "none");
+    let cfg = SimConfig {
+        depth: 8,
+        max_requests: 8,
+        ..SimConfig::default()
+    };
+    let mut info = w.device.clone();
+    info.nr_requests = Some(8);
+    let events = trace(&w, SchedKind::None, cfg);
+    let mut src = MemorySource::new(vec![info.clone()], events.clone());
+    let mut extracted = workload::extract(&mut src, None).unwrap();
+    for io in &mut extracted.ios {
+        io.plug_end = true;
+    }
+    assert!(extracted.streams[0].tag_bound());
+    let r = Replayer::new(extracted, Some(disk()), vec![0, 1]).unwrap();
+    let mut src = MemorySource::new(vec![info], events);
+    let (recorded, report) =
+        replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let e = explain::explain(&r, &recorded, &report).unwrap();
+    let f = e
+        .findings
+        .iter()
+        .find(|f| f.cause == "missing_merges")
+        .unwrap_or_else(|| panic!("{e:#?}"));
+    assert!(f.title.contains("held back by the 8 tags"), "{}", f.title);
+    assert!(
+        f.evidence[0].contains("at most 9 in flight"),
+        "{:?}",
+        f.evidence
+    );
+    assert!(
+        f.evidence[2].contains("keeps 16 in flight"),
+        "{:?}",
+        f.evidence
+    );
+    let est = f.estimate.as_ref().unwrap();
+    assert!(est.what_if.contains("if fio keeps 16 in flight"), "{est:?}");
+    // The estimate is the replay at that depth against the replay as recorded.
+    let base = run(&r, "none");
+    let deep = run(&r, "mq-deadline:nomerges=0,iodepth=16");
+    // 16 bios over the 8 driver requests and at most one filling in the scheduler (with
+    // nr_requests = 16, a bio finding none free sleeps: the filling one is not always there).
+    let got = deep.summary.merge_ratio;
+    assert!((16.0 / 9.0 * 0.98..=2.0).contains(&got), "{got}");
+    let gain = deep.summary.mb_per_s / base.summary.mb_per_s - 1.0;
+    assert!(gain > 0.3, "{gain}");
+    assert!(
+        (est.change_pct / 100.0 - gain).abs() < 0.01,
+        "{est:?} vs {gain}"
+    );
+}
+
+/// The queue's `nomerges` and `max_sectors_kb` from the recording's header (format 1.3) are
+/// used as recorded, over what the trace suggests, and kept when the scheduler changes.
+#[test]
+fn recorded_queue_attributes_replace_inference() {
+    let (n, d) = (32u32, 16u32);
+    let w = qd_writer(4000, n, "mq-deadline");
+    let cfg = SimConfig {
+        depth: d,
+        max_requests: 2 * d,
+        nomerges: 2,
+        ..SimConfig::default()
+    };
+    let mut info = w.device.clone();
+    info.nr_requests = Some(2 * d);
+    let events = trace(&w, SchedKind::MqDeadline, cfg);
+    let extract = |info: &crate::record::DeviceInfo| {
+        let mut src = MemorySource::new(vec![info.clone()], events.clone());
+        let mut w = workload::extract(&mut src, None).unwrap();
+        // The simulator writes no unplugs; a recording of libaio has one after every bio.
+        for io in &mut w.ios {
+            io.plug_end = true;
+        }
+        w
+    };
+    // Inferred: many missed merges, none made.
+    let inferred = Replayer::new(extract(&info), Some(disk()), vec![0, 1]).unwrap();
+    assert!(inferred.merging_was_off());
+    assert!(
+        inferred
+            .recorded_config()
+            .unwrap()
+            .label
+            .contains("nomerges=2 by the trace")
+    );
+
+    // Recorded as 1 (plug merges only; fio's libaio bios each have their own plug): the
+    // header wins, no scheduler merges, and the label says so without "by the trace".
+    let mut one = info.clone();
+    one.nomerges = Some(1);
+    let r = Replayer::new(extract(&one), Some(disk()), vec![0, 1]).unwrap();
+    assert!(!r.merging_was_off());
+    let as_recorded = r.run(&r.recorded_config().unwrap()).unwrap();
+    assert_eq!(
+        as_recorded.config.label,
+        "mq-deadline (as recorded, nomerges=1)"
+    );
+    assert_eq!(as_recorded.summary.merge_ratio, 1.0);
+    // Kept under another scheduler unless the configuration sets it.
+    assert_eq!(run(&r, "bfq").summary.merge_ratio, 1.0);
+    assert!(run(&r, "mq-deadline:nomerges=0").summary.merge_ratio > 1.5);
+
+    // Recorded as 0 with a 16 KiB request limit: merging is on (the trace's evidence is
+    // overruled) and stops at 4 bios a request.
+    let mut small = info.clone();
+    small.nomerges = Some(0);
+    small.max_sectors_kb = Some(16);
+    let r = Replayer::new(extract(&small), Some(disk()), vec![0, 1]).unwrap();
+    assert!(!r.merging_was_off());
+    let ratio = run(&r, "mq-deadline").summary.merge_ratio;
+    assert!(ratio > 1.5 && ratio <= 4.0, "{ratio}");
+    let unlimited = run(&r, "mq-deadline:max_sectors_kb=1280")
+        .summary
+        .merge_ratio;
+    assert!(unlimited > ratio, "{unlimited} vs {ratio}");
+}

@@ -3,6 +3,7 @@
 //!
 //! - [`workload`]: per-process request streams and their triggers (closed/open loop,
 //!   dependencies between processes), extracted from a trace.
+//! - [`continuation`]: time-bounded processes (fio `--runtime`) continued to their end.
 //! - [`device`]: the device's service time, fitted from the trace's D2C or given.
 //! - [`sched`]: scheduler models (none, mq-deadline, bfq, kyber, legacy cfq), pure and
 //!   deterministic,
@@ -20,6 +21,7 @@
 
 pub mod bfqcheck;
 pub mod bfqlog;
+pub mod continuation;
 pub mod device;
 pub mod explain;
 pub mod replay;

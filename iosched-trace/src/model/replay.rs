@@ -16,6 +16,7 @@ use crate::{
 
 use super::{
     bfqlog::DispatchPoint,
+    continuation,
     device::{self, DeviceModel, FitQuality},
     sched::{
         self, Decided, Decision, ExpireReason, IdleOutcome, IdleReason, SchedEnv, SchedKind,
@@ -103,6 +104,19 @@ pub struct Run {
     /// The model driven by the recording's own requests and BFQ's decisions, against
     /// BFQ's log ([`super::bfqcheck`]): decision-level agreement for the same trace.
     pub decision_check: Option<super::bfqcheck::DecisionCheck>,
+    /// Time-bounded processes continued past their recorded bios ([`continuation`]).
+    pub continued: Option<ContinuedNote>,
+}
+
+/// What a run continued ([`continuation`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct ContinuedNote {
+    pub plan: continuation::Plan,
+    /// Bios beyond the recorded ones the continued processes submitted before their end.
+    pub added_ios: u64,
+    /// The continuation reached [`continuation::MAX_ADDED`] bios with a process still
+    /// wanting more: its throughput is a lower bound.
+    pub cut: bool,
 }
 
 /// The numbers a comparison shows, for a run or for the recording.
@@ -328,10 +342,10 @@ impl Replayer {
     pub fn recorded_config(&self) -> Option<Config> {
         let name = self.recorded_scheduler.as_deref()?;
         let sched = SchedKind::parse(name)?;
-        let label = if self.merging_was_off() {
-            format!("{name} (as recorded, nomerges=2 by the trace)")
-        } else {
-            format!("{name} (as recorded)")
+        let label = match (self.workload.device.nomerges, self.merging_was_off()) {
+            (Some(n @ 1..), _) => format!("{name} (as recorded, nomerges={n})"),
+            (None, true) => format!("{name} (as recorded, nomerges=2 by the trace)"),
+            _ => format!("{name} (as recorded)"),
         };
         Some(Config {
             label,
@@ -340,9 +354,13 @@ impl Replayer {
         })
     }
 
-    /// The recording does not carry the queue's `nomerges`; the trace shows it was 2 when
-    /// an elevator had many bios continue a request it still held and merged none.
+    /// Merging was off in the recording: its header says so (format 1.3), or, in older
+    /// recordings that do not carry the queue's `nomerges`, the trace shows it was 2: an
+    /// elevator had many bios continue a request it still held and merged none.
     pub fn merging_was_off(&self) -> bool {
+        if let Some(n) = self.workload.device.nomerges {
+            return n >= 2;
+        }
         let elevator = self
             .recorded_scheduler
             .as_deref()
@@ -351,13 +369,24 @@ impl Replayer {
         elevator && self.workload.merges.merging_off(self.workload.ios.len())
     }
 
-    /// Settings for `cfg`: the queue's attributes as the trace shows them (`nomerges`: they
-    /// stay when the scheduler changes), the recorded tunables when it is the recorded
+    /// Settings for `cfg`: the queue's attributes as recorded (`nomerges`,
+    /// `max_sectors_kb`; they stay when the scheduler changes; `nomerges` inferred from the
+    /// trace in recordings before format 1.3), the recorded tunables when it is the recorded
     /// scheduler, then the configuration's own.
     fn effective_settings(&self, cfg: &Config) -> Settings {
         let mut s = Settings::default();
-        if self.merging_was_off() {
-            s.0.insert("nomerges".into(), "2".into());
+        let dev = &self.workload.device;
+        match dev.nomerges {
+            Some(n) => {
+                s.0.insert("nomerges".into(), n.to_string());
+            }
+            None if self.merging_was_off() => {
+                s.0.insert("nomerges".into(), "2".into());
+            }
+            None => {}
+        }
+        if let Some(kb) = dev.max_sectors_kb {
+            s.0.insert("max_sectors_kb".into(), kb.to_string());
         }
         let recorded = self
             .recorded_scheduler
@@ -455,7 +484,14 @@ impl Replayer {
             w
         });
         let workload = regrouped.as_ref().unwrap_or(&self.workload);
-        let result = sim::run(workload, &self.device, scheduler, sim_cfg);
+        let plan = continuation::plan(workload, continuation::Mode::of(&settings)?);
+        let (result, continued) = match plan {
+            None => (sim::run(workload, &self.device, scheduler, sim_cfg), None),
+            Some(plan) => {
+                let (result, note) = self.run_continued(workload, plan, cfg.sched, &settings)?;
+                (result, Some(note))
+            }
+        };
         let mut info = self.workload.device.clone();
         info.scheduler = Some(cfg.sched.name().to_string());
         let with_log = cfg.sched == SchedKind::Bfq && !self.notes.is_empty();
@@ -480,6 +516,7 @@ impl Replayer {
         Ok(Run {
             log_comparison,
             decision_check,
+            continued,
             config: Config {
                 settings,
                 ..cfg.clone()
@@ -489,6 +526,56 @@ impl Replayer {
             decision_counts: DecisionCounts::of(&result.decisions),
             decisions: result.decisions,
         })
+    }
+
+    /// Replays `w` with the processes of `plan` continued: from a first guess of how many
+    /// bios each adds, doubled for those that ran out before their end until none does.
+    fn run_continued(
+        &self,
+        w: &Workload,
+        plan: continuation::Plan,
+        sched_kind: SchedKind,
+        settings: &Settings,
+    ) -> Result<(sim::SimResult, ContinuedNote), ReplayError> {
+        let mut counts = continuation::first_guess(w, &plan, &self.device);
+        loop {
+            let (extended, lasts) = continuation::extend(w, &plan, &counts);
+            let scheduler = sched::build(sched_kind, settings, &self.env)?;
+            let sim_cfg = self.sim_config(sched_kind, settings, true)?;
+            let result = sim::run(&extended, &self.device, scheduler, sim_cfg);
+            // A process whose last bio was queued had none left before its end.
+            let short: Vec<usize> = lasts
+                .iter()
+                .enumerate()
+                .filter(|(_, last)| result.queued[**last as usize] > 0)
+                .map(|(k, _)| k)
+                .collect();
+            let total: u64 = counts.iter().sum();
+            let cut = !short.is_empty() && total >= continuation::MAX_ADDED;
+            if short.is_empty() || cut {
+                let added_ios = (w.ios.len()..extended.ios.len())
+                    .filter(|i| result.queued[*i] > 0)
+                    .count() as u64;
+                return Ok((
+                    result,
+                    ContinuedNote {
+                        plan,
+                        added_ios,
+                        cut,
+                    },
+                ));
+            }
+            for k in short {
+                counts[k] = (counts[k] * 2).max(64);
+            }
+            let total: u64 = counts.iter().sum();
+            if total > continuation::MAX_ADDED {
+                // Scale down to the bound, keeping the proportions.
+                for c in &mut counts {
+                    *c = (*c as f64 * continuation::MAX_ADDED as f64 / total as f64) as u64;
+                }
+            }
+        }
     }
 
     /// The recording's and a run's dispatches as (ns, pid, index of the request among its
@@ -518,6 +605,8 @@ impl Replayer {
             .events
             .iter()
             .filter(|e| e.kind == crate::event::EventKind::Issue)
+            // Recorded bios only, not those a continuation added.
+            .filter(|e| sim::bio_index(e.bio).is_some_and(|i| (i as usize) < w.ios.len()))
             .filter_map(|e| point(e.ts_ns.checked_sub(result.start_ns)?, e.sector))
             .collect();
         (recorded, modelled)

@@ -44,6 +44,7 @@ pub fn stream(pid: u32, comm: &str, cgroup: u64) -> Stream {
         slept_ns: 0,
         span_ns: 0,
         ioprio: 0,
+        until_ns: None,
     }
 }
 

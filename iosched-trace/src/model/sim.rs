@@ -86,6 +86,10 @@ enum Ev {
 /// Base of synthetic ids; bios and requests never collide.
 const BIO_ID: u64 = 1 << 40;
 const RQ_ID: u64 = 1 << 20;
+/// The workload index of the bio a replay's event names (`Event::bio`).
+pub fn bio_index(bio: u64) -> Option<u32> {
+    bio.checked_sub(BIO_ID).and_then(|i| u32::try_from(i).ok())
+}
 /// Events are stamped from here (CLOCK_MONOTONIC-like, non-zero).
 pub const T0: u64 = 1_000_000_000;
 
@@ -401,9 +405,23 @@ impl<'a> Sim<'a> {
         });
     }
 
+    /// A time-bounded process past its end: it submits nothing more. Its bios still to
+    /// come are dropped, and the scheduler sees it has no future (BFQ does not idle for it).
+    fn ended(&mut self, s: usize) -> bool {
+        if self.w.streams[s].until_ns.is_none_or(|t| self.now < t) {
+            return false;
+        }
+        self.remaining[s] = 0;
+        self.held[s].clear();
+        true
+    }
+
     /// Bio `i` is released: it is submitted in its thread's program order.
     fn arrive(&mut self, i: u32) {
         let s = self.w.ios[i as usize].stream as usize;
+        if self.ended(s) {
+            return;
+        }
         if i != self.expected[s] {
             self.early[s].push(Reverse(i));
             return;
@@ -441,7 +459,7 @@ impl<'a> Sim<'a> {
     fn queue_bio(&mut self, i: u32) {
         let io = self.w.ios[i as usize];
         let s = io.stream as usize;
-        self.remaining[io.stream as usize] -= 1;
+        self.remaining[s] = self.remaining[s].saturating_sub(1);
         if self.blocked_of[s] > 0 {
             // Its process sleeps in request allocation: this bio is not submitted yet.
             self.block(i, false);
@@ -469,6 +487,9 @@ impl<'a> Sim<'a> {
     fn admit_held(&mut self, i: u32) {
         let io = self.w.ios[i as usize];
         let s = io.stream as usize;
+        if self.ended(s) {
+            return;
+        }
         if self.in_flight[s] >= self.window[s] {
             self.held[s].push_front(i);
             self.flush_plug(s);

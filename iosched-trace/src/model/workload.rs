@@ -124,6 +124,11 @@ pub struct Stream {
     /// best-effort level 4): BFQ's queue weight.
     #[serde(default)]
     pub ioprio: u16,
+    /// A time-bounded process (fio `--time_based --runtime`): it issues nothing from this
+    /// time on (ns after the workload's start), whatever is left of its bios. Set by
+    /// [`super::continuation`] on the streams it continues; `None`: it issues all its bios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_ns: Option<u64>,
 }
 
 /// A bio whose request came this long after its Q slept for it (allocation itself takes a
@@ -168,7 +173,8 @@ pub struct Workload {
     /// Issued requests in D order.
     pub service: Vec<ServiceSample>,
     pub max_in_driver: u32,
-    /// What the trace shows of merging (the queue's `nomerges` is not in the recording).
+    /// What the trace shows of merging (recordings before format 1.3 do not carry the
+    /// queue's `nomerges`).
     pub merges: MergeEvidence,
 }
 
@@ -445,6 +451,7 @@ pub fn from_bios_and_wakeups(
                 slept_ns: 0,
                 span_ns: 0,
                 ioprio: s.ioprio,
+                until_ns: None,
             });
             (streams.len() - 1) as u32
         });

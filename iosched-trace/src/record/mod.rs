@@ -155,6 +155,12 @@ pub struct DeviceInfo {
     pub rotational: Option<bool>,
     pub logical_block_size: Option<u32>,
     pub nr_requests: Option<u32>,
+    /// `queue/nomerges`: 0 all merges, 1 only the simple one-hit ones (plug and last-merge
+    /// cache), 2 none (format 1.3; absent in older recordings).
+    pub nomerges: Option<u8>,
+    /// `queue/max_sectors_kb`: the largest request the block layer builds, KiB (format
+    /// 1.3).
+    pub max_sectors_kb: Option<u32>,
     /// The active scheduler (`bfq`, `mq-deadline`, `kyber`, `none`).
     pub scheduler: Option<String>,
     /// Every readable file under `queue/iosched/` (the active scheduler's tunables).

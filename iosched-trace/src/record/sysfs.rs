@@ -62,6 +62,8 @@ impl DeviceInfo {
             }),
             logical_block_size: num("logical_block_size"),
             nr_requests: num("nr_requests"),
+            nomerges: num("nomerges").and_then(|n| u8::try_from(n).ok()),
+            max_sectors_kb: num("max_sectors_kb"),
             scheduler: opt(queue.join("scheduler")).and_then(|s| active_scheduler(&s)),
             iosched: read_iosched(&queue.join("iosched")),
             request_based: dir.join("mq").is_dir(),
@@ -149,6 +151,8 @@ mod tests {
         t.write("sda/queue/rotational", "0\n");
         t.write("sda/queue/logical_block_size", "512\n");
         t.write("sda/queue/nr_requests", "64\n");
+        t.write("sda/queue/nomerges", "2\n");
+        t.write("sda/queue/max_sectors_kb", "1280\n");
         t.write("sda/queue/scheduler", "mq-deadline kyber [bfq] none\n");
         t.write("sda/queue/iosched/slice_idle", "8\n");
         t.write("sda/queue/iosched/low_latency", "1\n");
@@ -160,6 +164,8 @@ mod tests {
         assert_eq!(d.rotational, Some(false));
         assert_eq!(d.logical_block_size, Some(512));
         assert_eq!(d.nr_requests, Some(64));
+        assert_eq!(d.nomerges, Some(2));
+        assert_eq!(d.max_sectors_kb, Some(1280));
         assert_eq!(d.scheduler.as_deref(), Some("bfq"));
         assert_eq!(d.iosched.get("slice_idle").map(String::as_str), Some("8"));
         assert_eq!(d.iosched.len(), 2);
@@ -176,6 +182,7 @@ mod tests {
         assert!(!d.request_based);
         assert_eq!(d.model, None);
         assert!(d.iosched.is_empty());
+        assert_eq!((d.nomerges, d.max_sectors_kb), (None, None));
 
         let err = DeviceInfo::from_sysfs_root(&t.0, "sdz").unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);

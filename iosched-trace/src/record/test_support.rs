@@ -81,6 +81,9 @@ pub fn sample_header() -> Header {
                 rotational: Some(true),
                 logical_block_size: Some(512),
                 nr_requests: Some(64),
+                // Absent, as in recordings before format 1.3 (golden outputs stay).
+                nomerges: None,
+                max_sectors_kb: None,
                 scheduler: Some("bfq".into()),
                 iosched,
                 request_based: true,

@@ -442,3 +442,23 @@ proptest! {
         }
     }
 }
+
+/// Format 1.3's queue attributes: written and read back; a 1.2 header without them reads
+/// them as absent.
+#[test]
+fn queue_attributes_round_trip_and_default_in_older_headers() {
+    let mut header = sample_header();
+    header.devices[0].nomerges = Some(2);
+    header.devices[0].max_sectors_kb = Some(512);
+    let json = serde_json::to_string(&header).unwrap();
+    assert!(json.contains(r#""nomerges":2"#), "{json}");
+    let back: super::Header = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, header);
+
+    let old = r#"{"format_version":"1.2","devices":[{"name":"sda","dev":{"major":8,"minor":0},
+        "nr_requests":64,"scheduler":"bfq","request_based":true}]}"#;
+    let old: super::Header = serde_json::from_str(old).unwrap();
+    assert_eq!(old.devices[0].nr_requests, Some(64));
+    assert_eq!(old.devices[0].nomerges, None);
+    assert_eq!(old.devices[0].max_sectors_kb, None);
+}

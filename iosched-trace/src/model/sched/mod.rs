@@ -460,6 +460,7 @@ pub const SIM_KEYS: &[&str] = &[
     "max_sectors_kb",
     "own_group",
     "iodepth",
+    super::continuation::KEY,
 ];
 
 /// `6.18.0-1-amd64` -> 6018.

@@ -1,0 +1,608 @@
+//! Time-bounded processes, continued: a process that issued a regular pattern until a
+//! deadline (fio `--time_based --runtime`) did as much I/O as its scheduler let it do in that
+//! time. Replaying only its recorded bios under a scheduler that serves it faster ends early
+//! (and predicts the recorded bytes over a shorter time); under a slower one it runs long.
+//! Such a process is replayed as the job it was: its pattern (sequential, or random over the
+//! span it covered, at its size, think time and depth) goes on after its recorded bios, and
+//! it stops at its deadline, so throughput compares over the same wall time.
+//!
+//! The recording does not say how a job was bounded. A count- or size-bounded job ends when
+//! its data is done, at no particular time; a time-bounded one ends at a whole number of
+//! seconds after it started (fio's `--runtime` is given in seconds), every process of the job
+//! at once. So `continue=auto` (the default) continues only when every regular process that
+//! ran to the end of the recording stopped issuing within one or two of its own I/O periods
+//! before the same whole number of seconds after its first I/O; `continue=1` continues the
+//! regular processes to the recorded duration whatever the evidence; `continue=0` never.
+//!
+//! Owns: detecting time-bounded regular streams, generating their continuation. Must not:
+//! simulate (the simulator stops each continued process at its [`Stream::until_ns`]).
+//!
+//! [`Stream::until_ns`]: super::workload::Stream::until_ns
+
+use serde::Serialize;
+
+use super::{
+    device::DeviceModel,
+    sched::{SettingError, Settings},
+    workload::{Io, StreamKind, Trigger, Workload},
+};
+
+/// The setting that chooses the [`Mode`].
+pub const KEY: &str = "continue";
+
+/// A process needs this many bios for its pattern to say anything.
+pub const MIN_IOS: usize = 8;
+/// Share of a regular process's bios of its most common size, and of its bios that continue
+/// the previous one (sequential) or do not (random).
+pub const REGULAR_SHARE: f64 = 0.9;
+/// Slack around a job's deadline: fio starts its clock a little before its first I/O.
+pub const DEADLINE_SLACK_NS: u64 = 10_000_000;
+/// Processes whose last bio came in the last tenth of the workload ran to its end.
+pub const RAN_TO_END_SHARE: f64 = 0.9;
+/// Most bios a continuation adds over all processes (a bound on memory; a run that needs more
+/// is cut there, and says so).
+pub const MAX_ADDED: u64 = 4_000_000;
+/// Seed of the random offsets (runs are deterministic).
+pub const SEED: u64 = 0x1057_c4ed;
+
+/// `continue=auto|1|0`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Where the recording shows a time-bounded job.
+    Auto,
+    /// Every regular process, to the recorded duration.
+    On,
+    Off,
+}
+
+impl Mode {
+    pub fn of(settings: &Settings) -> Result<Mode, SettingError> {
+        match settings.0.get(KEY).map(String::as_str) {
+            None | Some("auto") => Ok(Mode::Auto),
+            Some(_) if settings.bool_or(KEY, false)? => Ok(Mode::On),
+            Some(_) => Ok(Mode::Off),
+        }
+    }
+}
+
+/// Where a continued process's next bios go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Pattern {
+    /// Each bio where the previous one ended.
+    Sequential,
+    /// Uniformly over `[lo, hi)`, aligned to the size from `lo` (fio `randread`).
+    Random { lo: u64, hi: u64 },
+}
+
+/// One process continued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Continued {
+    pub stream: u32,
+    pub pattern: Pattern,
+    pub sectors: u32,
+    /// Each continued bio follows its predecessor's completion (one in flight) by this much
+    /// (its think time), or, for a process with several in flight, its predecessor's
+    /// submission by this much (its window, replayed by the simulator, holds it back).
+    pub delay_ns: u64,
+    pub windowed: bool,
+    /// Its bios were submitted each in its own plug (fio's libaio).
+    pub plug_end: bool,
+    /// Its first I/O and its end, ns after the workload's start.
+    pub first_q_ns: u64,
+    pub until_ns: u64,
+}
+
+/// What a replay continues, and why.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Plan {
+    pub mode: Mode,
+    /// How long each continued process runs (from its first I/O), ns.
+    pub runtime_ns: u64,
+    /// The runtime is a whole number of seconds every process that ran to the end agrees
+    /// with (a time-bounded job); false: the recorded duration, as asked (`continue=1`).
+    pub time_bounded: bool,
+    pub streams: Vec<Continued>,
+}
+
+/// A process's pattern, when it has a regular one.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Regular {
+    pattern: Pattern,
+    sectors: u32,
+    delay_ns: u64,
+    windowed: bool,
+    plug_end: bool,
+    first_q: u64,
+    last_q: u64,
+    /// Median gap between its Qs.
+    period: u64,
+}
+
+/// The pattern of stream `s` from its bios (indices into `w.ios`, in order), or why it has
+/// none.
+fn regular(w: &Workload, s: u32, ios: &[u32]) -> Result<Regular, &'static str> {
+    let st = &w.streams[s as usize];
+    if ios.len() < MIN_IOS {
+        return Err("too few I/Os");
+    }
+    if !st.depends_on.is_empty() {
+        return Err("waits for another process");
+    }
+    let windowed = match st.kind {
+        StreamKind::ClosedLoop => false,
+        StreamKind::Windowed => true,
+        StreamKind::OpenLoop => return Err("open loop"),
+    };
+    let io = |i: &u32| &w.ios[*i as usize];
+    let first = io(&ios[0]);
+    if ios
+        .iter()
+        .any(|i| io(i).op != first.op || io(i).sync != first.sync)
+    {
+        return Err("mixed operations");
+    }
+    let n = ios.len() as f64;
+    let mut sizes: Vec<u32> = ios.iter().map(|i| io(i).sectors).collect();
+    sizes.sort_unstable();
+    let (sectors, most) = mode_of(&sizes);
+    if sectors == 0 || (most as f64) < REGULAR_SHARE * n {
+        return Err("no steady size");
+    }
+    let contiguous = ios
+        .windows(2)
+        .filter(|p| io(&p[1]).sector == io(&p[0]).sector + u64::from(io(&p[0]).sectors))
+        .count() as f64;
+    let pairs = n - 1.0;
+    let pattern = if contiguous >= REGULAR_SHARE * pairs {
+        Pattern::Sequential
+    } else if contiguous <= (1.0 - REGULAR_SHARE) * pairs {
+        let lo = ios.iter().map(|i| io(i).sector).min().unwrap_or(0);
+        let hi = ios
+            .iter()
+            .map(|i| io(i).sector + u64::from(io(i).sectors))
+            .max()
+            .unwrap_or(lo);
+        Pattern::Random { lo, hi }
+    } else {
+        return Err("neither sequential nor random");
+    };
+    let mut delays: Vec<u64> = ios
+        .iter()
+        .filter_map(|i| match io(i).trigger {
+            Trigger::AfterCompletion { delay, .. } => Some(delay),
+            Trigger::AfterQueue { delay, .. } if windowed => Some(delay),
+            _ => None,
+        })
+        .collect();
+    delays.sort_unstable();
+    let mut gaps: Vec<u64> = ios
+        .windows(2)
+        .map(|p| io(&p[1]).rec_q.saturating_sub(io(&p[0]).rec_q))
+        .collect();
+    gaps.sort_unstable();
+    let plug_ends = ios.iter().filter(|i| io(i).plug_end).count();
+    Ok(Regular {
+        pattern,
+        sectors,
+        delay_ns: delays.get(delays.len() / 2).copied().unwrap_or(0),
+        windowed,
+        plug_end: 2 * plug_ends >= ios.len(),
+        first_q: first.rec_q.saturating_sub(w.start_ns),
+        last_q: io(ios.last().expect("not empty"))
+            .rec_q
+            .saturating_sub(w.start_ns),
+        period: gaps[gaps.len() / 2],
+    })
+}
+
+/// The most common value of a sorted slice, and how often it occurs.
+fn mode_of(sorted: &[u32]) -> (u32, usize) {
+    let mut best = (0, 0);
+    let mut k = 0;
+    while k < sorted.len() {
+        let run = sorted[k..].iter().take_while(|v| **v == sorted[k]).count();
+        if run > best.1 {
+            best = (sorted[k], run);
+        }
+        k += run;
+    }
+    best
+}
+
+/// A whole number of seconds every `(first_q, last_q, period)` agrees with as its job's
+/// runtime: its last Q came at most two of its periods (plus slack) before it, and not after
+/// it (plus slack).
+fn whole_seconds(ran: &[Regular]) -> Option<u64> {
+    const S: u64 = 1_000_000_000;
+    let lo = ran
+        .iter()
+        .map(|r| (r.last_q - r.first_q).saturating_sub(DEADLINE_SLACK_NS))
+        .max()?;
+    let hi = ran
+        .iter()
+        .map(|r| r.last_q - r.first_q + 2 * r.period + DEADLINE_SLACK_NS)
+        .min()?;
+    let secs = lo.div_ceil(S).max(1);
+    (secs * S <= hi).then_some(secs * S)
+}
+
+/// Bio indices of each stream, in order.
+fn by_stream(w: &Workload) -> Vec<Vec<u32>> {
+    let mut v: Vec<Vec<u32>> = vec![Vec::new(); w.streams.len()];
+    for (i, io) in w.ios.iter().enumerate() {
+        v[io.stream as usize].push(i as u32);
+    }
+    v
+}
+
+/// What to continue under `mode`; `None` when nothing is.
+pub fn plan(w: &Workload, mode: Mode) -> Option<Plan> {
+    if mode == Mode::Off {
+        return None;
+    }
+    let lists = by_stream(w);
+    let regulars: Vec<(u32, Regular)> = lists
+        .iter()
+        .enumerate()
+        .filter_map(|(s, ios)| Some((s as u32, regular(w, s as u32, ios).ok()?)))
+        .collect();
+    let last_q = w
+        .ios
+        .iter()
+        .map(|io| io.rec_q.saturating_sub(w.start_ns))
+        .max()?;
+    let ran_to_end: Vec<(u32, Regular)> = regulars
+        .iter()
+        .copied()
+        .filter(|(_, r)| r.last_q as f64 >= RAN_TO_END_SHARE * last_q as f64)
+        .collect();
+    let runtime = {
+        let rs: Vec<Regular> = ran_to_end.iter().map(|(_, r)| *r).collect();
+        whole_seconds(&rs)
+    };
+    let (chosen, runtime_ns, time_bounded) = match (mode, runtime) {
+        (Mode::Auto, Some(t)) => (ran_to_end, t, true),
+        (Mode::On, Some(t)) => (regulars, t, true),
+        (Mode::On, None) => (regulars, last_q, false),
+        _ => return None,
+    };
+    if chosen.is_empty() {
+        return None;
+    }
+    Some(Plan {
+        mode,
+        runtime_ns,
+        time_bounded,
+        streams: chosen
+            .into_iter()
+            .map(|(stream, r)| Continued {
+                stream,
+                pattern: r.pattern,
+                sectors: r.sectors,
+                delay_ns: r.delay_ns,
+                windowed: r.windowed,
+                plug_end: r.plug_end,
+                first_q_ns: r.first_q,
+                until_ns: if time_bounded {
+                    r.first_q + runtime_ns
+                } else {
+                    runtime_ns
+                },
+            })
+            .collect(),
+    })
+}
+
+/// How many bios each continued process could add at most before its end if it had the
+/// device to itself (sequential service, its own think time; its window in parallel on a
+/// device with several servers), its share when the processes split the device; at least
+/// 16.
+pub fn first_guess(w: &Workload, plan: &Plan, dev: &DeviceModel) -> Vec<u64> {
+    let n = plan.streams.len().max(1) as u64;
+    plan.streams
+        .iter()
+        .map(|c| {
+            let st = &w.streams[c.stream as usize];
+            let last_q = w.ios[st.last_io as usize].rec_q.saturating_sub(w.start_ns);
+            let left = c.until_ns.saturating_sub(last_q.min(c.until_ns));
+            let svc = dev.service_ns(0, 0, c.sectors).max(1_000);
+            let per = if c.windowed {
+                svc / dev.servers() as u64
+            } else {
+                svc + c.delay_ns
+            }
+            .max(1_000);
+            (left / per / n * 2).max(16)
+        })
+        .collect()
+}
+
+/// A small deterministic generator (splitmix64).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// `w` with `counts[k]` bios added after the last one of each continued process
+/// `plan.streams[k]`, and each continued process bounded by its end. Also returns the index
+/// of each continued process's last bio (recorded or added): a run that queued it had the
+/// process run out of bios before its end.
+pub fn extend(w: &Workload, plan: &Plan, counts: &[u64]) -> (Workload, Vec<u32>) {
+    let mut out = w.clone();
+    let added: u64 = counts.iter().sum();
+    out.ios.reserve(added as usize);
+    let mut lasts = Vec::with_capacity(plan.streams.len());
+    for (c, &count) in plan.streams.iter().zip(counts) {
+        let s = c.stream as usize;
+        let mut prev = out.streams[s].last_io;
+        let template = w.ios[prev as usize];
+        let mut next = template.sector + u64::from(template.sectors);
+        let mut rng = SplitMix(SEED ^ (u64::from(out.streams[s].pid) << 32) ^ u64::from(c.stream));
+        for _ in 0..count {
+            let sector = match c.pattern {
+                Pattern::Sequential => {
+                    let at = next;
+                    next += u64::from(c.sectors);
+                    at
+                }
+                Pattern::Random { lo, hi } => {
+                    let blocks = (hi.saturating_sub(lo) / u64::from(c.sectors)).max(1);
+                    lo + rng.next() % blocks * u64::from(c.sectors)
+                }
+            };
+            let trigger = if c.windowed {
+                Trigger::AfterQueue {
+                    io: prev,
+                    delay: c.delay_ns,
+                }
+            } else {
+                Trigger::AfterCompletion {
+                    io: prev,
+                    delay: c.delay_ns,
+                }
+            };
+            prev = out.ios.len() as u32;
+            out.ios.push(Io {
+                sector,
+                sectors: c.sectors,
+                trigger,
+                plug_end: c.plug_end,
+                rec_q: 0,
+                rec_submitted: 0,
+                rec_c: 0,
+                ..template
+            });
+        }
+        let st = &mut out.streams[s];
+        st.ios += count as u32;
+        st.last_io = prev;
+        st.until_ns = Some(c.until_ns);
+        lasts.push(prev);
+    }
+    (out, lasts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        event::{EventKind, Op},
+        model::{
+            replay::{Config, Replayer, Run},
+            scenarios::{THINK_NS, empty, flat_disk, push, stream},
+            sim::bio_index,
+        },
+    };
+
+    /// Seek-bound: every non-contiguous request costs 10 ms, a contiguous one 0.1 ms.
+    const SEEK_NS: u64 = 10_000_000;
+    const CONTIG_NS: u64 = 100_000;
+    const RUNTIME_NS: u64 = 3_000_000_000;
+    /// Reader B's region.
+    const B_START: u64 = 10_000_000;
+
+    /// Two sequential 4 KiB readers (one in flight each) as recorded under `none` on the
+    /// seek-bound disk: they alternate, so every request seeks (10 ms) and each reader does
+    /// one per 20 ms; `per_reader` each, so a time-bounded run of 3 s has 150.
+    fn two_readers_under_none(per_reader: u32) -> Workload {
+        let mut w = empty(vec![stream(100, "fio", 0), stream(101, "fio", 0)]);
+        w.device.scheduler = Some("none".into());
+        let mut prev = [None, None];
+        for j in 0..per_reader {
+            for (r, base) in [(0usize, 0u64), (1, B_START)] {
+                let q = u64::from(j) * 2 * SEEK_NS + r as u64 * 10_000;
+                let trigger = match prev[r] {
+                    None => Trigger::At(q),
+                    Some(p) => Trigger::AfterCompletion {
+                        io: p,
+                        delay: THINK_NS,
+                    },
+                };
+                let id = push(
+                    &mut w,
+                    r as u32,
+                    base + u64::from(j) * 8,
+                    8,
+                    Op::Read,
+                    true,
+                    trigger,
+                );
+                let io = &mut w.ios[id as usize];
+                io.rec_q = q;
+                io.rec_submitted = q;
+                io.rec_c = q + SEEK_NS * (r as u64 + 1);
+                io.plug_end = true;
+                prev[r] = Some(id);
+            }
+        }
+        w.end_ns = w.ios.iter().map(|io| io.rec_c).max().unwrap();
+        w
+    }
+
+    fn run(w: &Workload, spec: &str) -> Run {
+        let r = Replayer::new(
+            w.clone(),
+            Some(flat_disk(SEEK_NS as f64, CONTIG_NS as f64)),
+            vec![0, 1],
+        )
+        .unwrap();
+        r.run(&Config::parse(spec, &Settings::default()).unwrap())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_time_bounded_job_is_detected_and_a_count_bounded_one_is_not() {
+        let timed = plan(&two_readers_under_none(150), Mode::Auto).expect("time-bounded");
+        assert!(timed.time_bounded);
+        assert_eq!(timed.runtime_ns, RUNTIME_NS);
+        assert_eq!(timed.streams.len(), 2);
+        for c in &timed.streams {
+            assert_eq!(c.pattern, Pattern::Sequential);
+            assert_eq!(c.sectors, 8);
+            assert_eq!(c.delay_ns, THINK_NS);
+            assert!(!c.windowed);
+            assert_eq!(c.until_ns, c.first_q_ns + RUNTIME_NS);
+        }
+        // 60 each: the last Qs at 1.18 s, no whole second within two periods after them.
+        let counted = two_readers_under_none(60);
+        assert_eq!(plan(&counted, Mode::Auto), None);
+        assert_eq!(plan(&two_readers_under_none(150), Mode::Off), None);
+        // Asked for: continued to the recorded duration, not a whole second.
+        let asked = plan(&counted, Mode::On).expect("asked");
+        assert!(!asked.time_bounded);
+        assert_eq!(asked.runtime_ns, 59 * 2 * SEEK_NS + 10_000);
+    }
+
+    /// Under `none` the readers go on seeking against each other: 10 ms per request, so 300
+    /// in 3 s, as recorded. Under an idling scheduler (BFQ, low_latency=0) each reader is
+    /// served alone for a slice, contiguously (0.1 ms + think per request): the time-bounded
+    /// job does tens of times more in the same 3 s, which replaying only the recorded 300
+    /// requests cannot show (they would just end early).
+    #[test]
+    fn an_idling_scheduler_lets_time_bounded_sequential_readers_do_more() {
+        let w = two_readers_under_none(150);
+        let none = run(&w, "none");
+        let c = none.continued.as_ref().expect("continued");
+        assert_eq!(c.plan.streams.len(), 2);
+        assert!(!c.cut);
+        // 3 s of 10 ms requests, give or take the one each reader has in flight at its end.
+        let n = none.summary.requests;
+        assert!((298..=302).contains(&n), "none: {n} requests");
+        assert!((none.summary.duration_s - 3.0).abs() < 0.03);
+
+        let bfq = run(&w, "bfq:low_latency=0");
+        let n_bfq = bfq.summary.requests;
+        // Never faster than one reader alone on contiguous requests.
+        let bound = RUNTIME_NS / (CONTIG_NS + THINK_NS);
+        assert!(n_bfq <= bound, "bfq {n_bfq} > {bound}");
+        assert!(n_bfq >= 20 * n, "bfq {n_bfq} vs none {n}");
+        assert!((bfq.summary.duration_s - 3.0).abs() < 0.03);
+        // Equal weights: each reader about half.
+        for p in &bfq.summary.processes {
+            let share = p.bytes as f64 / (n_bfq * 4096) as f64;
+            assert!((0.4..0.6).contains(&share), "{}: {share}", p.name);
+        }
+        // Every request is one bio (4 KiB reads are not merged here): recorded + added.
+        let added: u64 = bfq.continued.as_ref().unwrap().added_ios;
+        assert_eq!(added + 300, n_bfq);
+
+        // Without continuation: exactly the recorded requests, over a shorter time.
+        let bare = run(&w, "bfq:low_latency=0,continue=0");
+        assert!(bare.continued.is_none());
+        assert_eq!(bare.summary.requests, 300);
+        assert!(bare.summary.duration_s < 0.5, "{}", bare.summary.duration_s);
+    }
+
+    /// The continued bios of a sequential reader are contiguous with its recorded ones; a
+    /// random reader's are aligned draws from its recorded span, the same every time.
+    #[test]
+    fn continued_bios_follow_the_pattern_deterministically() {
+        let w = two_readers_under_none(150);
+        let p = plan(&w, Mode::Auto).unwrap();
+        let (ext, lasts) = extend(&w, &p, &[100, 100]);
+        assert_eq!(ext.ios.len(), w.ios.len() + 200);
+        for (k, base) in [(0u32, 0u64), (1, B_START)] {
+            let secs: Vec<u64> = ext
+                .ios
+                .iter()
+                .filter(|io| io.stream == k)
+                .map(|io| io.sector)
+                .collect();
+            assert_eq!(secs.len(), 250);
+            for (j, s) in secs.iter().enumerate() {
+                assert_eq!(*s, base + 8 * j as u64);
+            }
+            assert_eq!(
+                ext.streams[k as usize].until_ns,
+                Some(p.streams[k as usize].until_ns)
+            );
+            assert_eq!(lasts[k as usize], ext.streams[k as usize].last_io);
+        }
+
+        let mut random = w.clone();
+        let mut x = 7u64;
+        for io in random.ios.iter_mut().filter(|io| io.stream == 1) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            io.sector = B_START + (x >> 40) % 1000 * 8;
+        }
+        let p = plan(&random, Mode::Auto).unwrap();
+        let Pattern::Random { lo, hi } = p.streams[1].pattern else {
+            panic!("{:?}", p.streams[1]);
+        };
+        let (a, _) = extend(&random, &p, &[0, 500]);
+        let (b, _) = extend(&random, &p, &[0, 500]);
+        let added: Vec<u64> = a.ios[w.ios.len()..].iter().map(|io| io.sector).collect();
+        let again: Vec<u64> = b.ios[w.ios.len()..].iter().map(|io| io.sector).collect();
+        assert_eq!(added, again);
+        assert!(
+            added
+                .iter()
+                .all(|s| (lo..hi).contains(s) && (s - lo) % 8 == 0)
+        );
+        // Spread over the span, not stuck in a corner.
+        let distinct: std::collections::BTreeSet<_> = added.iter().collect();
+        assert!(distinct.len() > 200, "{}", distinct.len());
+    }
+
+    /// The replay's issued requests of each continued reader are contiguous (checked on the
+    /// events the simulator wrote), and none comes after the reader's end.
+    #[test]
+    fn a_continued_reader_stops_at_its_end() {
+        let w = two_readers_under_none(150);
+        let r = Replayer::new(
+            w.clone(),
+            Some(flat_disk(SEEK_NS as f64, CONTIG_NS as f64)),
+            vec![0, 1],
+        )
+        .unwrap();
+        let p = plan(&w, Mode::Auto).unwrap();
+        let (ext, _) = extend(&w, &p, &[40_000, 40_000]);
+        let sched = crate::model::sched::build(
+            crate::model::sched::SchedKind::Bfq,
+            &Settings::parse_pairs(&["low_latency=0".into()]).unwrap(),
+            &r.env,
+        )
+        .unwrap();
+        let result = crate::model::sim::run(&ext, &r.device, sched, Default::default());
+        let mut next = [0u64, B_START];
+        for ev in result.events.iter().filter(|e| e.kind == EventKind::Queue) {
+            let i = bio_index(ev.bio).unwrap() as usize;
+            let s = ext.ios[i].stream as usize;
+            assert_eq!(ev.sector, next[s]);
+            next[s] += 8;
+            let t = ev.ts_ns - result.start_ns;
+            assert!(t < ext.streams[s].until_ns.unwrap(), "Q at {t}");
+        }
+        // Far fewer than generated were queued: the end stopped them.
+        assert!(next[0] / 8 < 40_000 && (next[1] - B_START) / 8 < 40_000);
+    }
+}
