@@ -339,3 +339,61 @@ fn tui_in_tmux_shows_dd_writing_and_q_restores_the_terminal() {
         "alternate screen off, cursor visible"
     );
 }
+
+/// A `live --batch` started in the background by a script inherits SIGINT ignored; it must
+/// still stop on SIGINT (and on SIGTERM), promptly and with exit status 0, having printed
+/// whole intervals only.
+#[test]
+fn batch_stops_on_sigint_even_when_started_with_it_ignored() {
+    if !real_kernel_available("batch_stops_on_sigint_even_when_started_with_it_ignored") {
+        return;
+    }
+    let disk = LoopDevice::new("live-signal", 64, "none").unwrap();
+    for signal in ["INT", "TERM"] {
+        // `trap '' INT` makes the shell and what it execs ignore SIGINT, as a background
+        // job of a non-interactive shell does.
+        let mut live = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "trap '' INT; exec {} live --batch --interval 0.2 -d {}",
+                binary().display(),
+                disk.name
+            ))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = live.id().to_string();
+        // Its first interval shows it is attached and printing.
+        let mut stdout = std::io::BufReader::new(live.stdout.take().unwrap());
+        let mut first = String::new();
+        std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
+        assert!(first.starts_with(&disk.name), "{first}");
+        let sent = Instant::now();
+        assert!(
+            Command::new("kill")
+                .args([&format!("-{signal}"), &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let status = loop {
+            if let Some(status) = live.try_wait().unwrap() {
+                break status;
+            }
+            if sent.elapsed() > Duration::from_secs(5) {
+                let _ = live.kill();
+                let _ = live.wait();
+                panic!("live --batch still running 5 s after SIG{signal}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "SIG{signal}: {status:?}");
+        // What it printed ends with a whole block (a blank line).
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+        let all = first + &rest;
+        assert!(all.ends_with("\n\n"), "SIG{signal}: {all:?}");
+    }
+}

@@ -3,13 +3,16 @@
 //! interval's [`Snapshot`] (each device's `report` has `report --json`'s schema), with
 //! absolute trace times, so an interval can be compared with `report --from --to`.
 
-use std::io::Write;
+use std::{io::Write, sync::mpsc::RecvTimeoutError, time::Duration};
 
 use super::{
     app::App,
     interval::Snapshot,
     ui::{columns_for, tunables},
 };
+
+/// The longest a signal waits to be noticed between intervals.
+const SIGNAL_POLL: Duration = Duration::from_millis(100);
 
 /// Width of the text table: every column.
 const TEXT_WIDTH: u16 = 200;
@@ -103,10 +106,12 @@ pub fn run(
     let stdout = std::io::stdout();
     let mut printed = 0u64;
     while count.is_none_or(|c| printed < c) {
-        let msg = collector
-            .rx
-            .recv()
-            .map_err(|_| anyhow::anyhow!("the collector stopped"))?;
+        let msg = match collector.rx.recv_timeout(SIGNAL_POLL) {
+            Ok(msg) => msg,
+            Err(RecvTimeoutError::Timeout) if super::stop::requested() => return Ok(()),
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => anyhow::bail!("the collector stopped"),
+        };
         let snapshot = match msg {
             super::collector::Message::Snapshot(s) => *s,
             super::collector::Message::Failed(e) => anyhow::bail!("capture failed: {e}"),

@@ -17,6 +17,7 @@ pub mod app;
 pub mod batch;
 pub mod collector;
 pub mod interval;
+mod stop;
 mod tui;
 pub mod ui;
 
@@ -46,6 +47,8 @@ pub fn run(config: LiveConfig) -> anyhow::Result<()> {
     if !config.batch && !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         anyhow::bail!("live needs a terminal on stdout; use --batch for plain text");
     }
+    // Before anything is attached: a signal from here on ends the view cleanly.
+    stop::install().map_err(|e| anyhow::anyhow!("installing signal handlers: {e}"))?;
     let collector = collector::Collector::start(collector::CollectorConfig {
         disks: config.disks.clone(),
         interval: config.interval,

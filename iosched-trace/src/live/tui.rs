@@ -31,7 +31,7 @@ pub fn run(collector: &Collector, app: &mut App) -> anyhow::Result<()> {
     let mut terminal = ratatui::try_init().context("setting up the terminal")?;
     let _restore = Restore;
     let mut dirty = true;
-    while !app.quit {
+    while !app.quit && !super::stop::requested() {
         if dirty {
             terminal
                 .draw(|frame| ui::render(app, frame))
