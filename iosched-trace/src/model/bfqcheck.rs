@@ -23,14 +23,14 @@
 use serde::Serialize;
 
 use crate::{
-    event::{Dev, Note, Op},
+    event::{Dev, Event, EventKind, Note, Op},
     input::{InputError, TraceSource},
-    timeline::{LifeSink, RequestLife, Timeline},
+    timeline::{DeviceState, LifeSink, RequestLife, Submitter, Timeline},
 };
 
 use super::{
     bfqlog::{self, BfqLogged, Dispatches, LogComparison},
-    sched::{Ctx, Decided, Decision, Rq, RqState, Scheduler, bfq::Bfq},
+    sched::{Ctx, Decided, Decision, ExpireReason, Rq, RqState, Scheduler, bfq::Bfq},
     workload::{Workload, is_sync},
 };
 
@@ -53,10 +53,66 @@ pub struct RecordedRq {
 }
 
 #[derive(Default)]
-struct Lives(Vec<RecordedRq>);
+struct Lives {
+    done: Vec<RecordedRq>,
+    /// When each request (by kernel address) was last inserted.
+    inserted: rustc_hash::FxHashMap<u64, u64>,
+    /// Requests issued and not yet done: a request whose completion the trace lost ends
+    /// no life (the timeline replaces it when its address comes back), yet BFQ served it.
+    issued: rustc_hash::FxHashMap<u64, RecordedRq>,
+}
+
+impl Lives {
+    fn finish(mut self) -> Vec<RecordedRq> {
+        self.done.extend(self.issued.into_values());
+        self.done
+    }
+}
 
 impl LifeSink for Lives {
+    fn event(&mut self, ev: &Event) {
+        if ev.kind == EventKind::Insert && ev.rq != 0 {
+            self.inserted.insert(ev.rq, ev.ts_ns);
+        }
+    }
+
+    fn issued(&mut self, ev: &Event, submitter: Option<&Submitter>, _: &DeviceState) {
+        let (Some(&i), Some(s)) = (self.inserted.get(&ev.rq), submitter) else {
+            return;
+        };
+        if ev.bytes == 0 || ev.op == Op::Flush {
+            return;
+        }
+        // A stale entry under this address lost its completion: it stays, under the
+        // time it was issued.
+        let rq = RecordedRq {
+            pid: s.pid,
+            cgroup: s.cgroup_id,
+            ioprio: s.ioprio,
+            sector: ev.sector,
+            sectors: ev.bytes >> 9,
+            op: ev.op,
+            sync: is_sync(ev.op, ev.flags),
+            inserted: i,
+            dispatched: Some(ev.ts_ns),
+            completed: None,
+        };
+        match self.issued.entry(ev.rq) {
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                // Issued again after a requeue: the same life; else a new one.
+                if o.get().inserted != i {
+                    let stale = std::mem::replace(o.get_mut(), rq);
+                    self.done.push(stale);
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(rq);
+            }
+        }
+    }
+
     fn request_done(&mut self, rq: &RequestLife) {
+        self.issued.remove(&rq.rq);
         // Requests that never went through the scheduler (flushes, bypass) have no I.
         let (Some(i), Some(s)) = (rq.i, rq.submitter.as_ref()) else {
             return;
@@ -64,7 +120,7 @@ impl LifeSink for Lives {
         if rq.bytes == 0 || rq.op == Op::Flush {
             return;
         }
-        self.0.push(RecordedRq {
+        self.done.push(RecordedRq {
             pid: s.pid,
             cgroup: s.cgroup_id,
             ioprio: s.ioprio,
@@ -100,7 +156,7 @@ pub fn recorded_requests(
         }
     }
     timeline.finish();
-    let mut out = lives.0;
+    let mut out = lives.finish();
     out.sort_by_key(|r| r.inserted);
     Ok(out)
 }
@@ -200,7 +256,7 @@ pub fn check(
     for (k, n) in notes.iter().enumerate() {
         if matches!(
             parsed[k],
-            BfqLogged::Expire { .. } | BfqLogged::InService { .. }
+            BfqLogged::Expire { .. } | BfqLogged::InService { .. } | BfqLogged::MaxBudget { .. }
         ) {
             times.push((n.ts_ns, Step::Note(k as u32)));
         }
@@ -214,7 +270,7 @@ pub fn check(
     let mut kept: Vec<Decided> = Vec::new();
     let mut in_driver = 0u32;
     // BFQ's notes since the last dispatch, and the queue it has in service (by pid).
-    let mut pending_expire: Vec<(u32, super::sched::ExpireReason)> = Vec::new();
+    let mut pending_expire: Vec<(u32, ExpireReason)> = Vec::new();
     let mut pending_switch: Option<u32> = None;
     let mut log_in_service: Option<(u32, bool)> = None;
     // The queue of a logged pid: its stream's sync queue, or the async queue of a request
@@ -229,8 +285,11 @@ pub fn check(
     // expiration of such a queue for having no requests is not compared.
     let exit = |kept: &mut Vec<Decided>, natural: Vec<Decided>, remaining: &[u32]| {
         kept.extend(natural.into_iter().filter(|d| {
-            !matches!(d.d, Decision::Expire { stream, reason: super::sched::ExpireReason::NoMoreRequests, .. }
-                if remaining.get(stream as usize) == Some(&0))
+            !matches!(d.d, Decision::Expire {
+                    stream,
+                    reason: ExpireReason::NoMoreRequests,
+                    ..
+                } if remaining.get(stream as usize) == Some(&0))
         }));
     };
     for &(t, step) in &times {
@@ -268,6 +327,8 @@ pub fn check(
                     pending_switch = Some(pid);
                     log_in_service = Some((pid, sync));
                 }
+                // The device's measured rate is BFQ's state, not a decision: taken as is.
+                BfqLogged::MaxBudget { sectors } => bfq.force_max_budget(sectors),
                 _ => {}
             },
             Step::Dispatch(id) => {

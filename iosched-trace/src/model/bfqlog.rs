@@ -36,6 +36,10 @@ pub enum BfqLogged {
         pid: u32,
         sync: bool,
     },
+    /// The peak-rate estimator set `bfqd->bfq_max_budget` ("new max_budget = N").
+    MaxBudget {
+        sectors: u32,
+    },
     Other {
         pid: Option<u32>,
         text: String,
@@ -87,6 +91,13 @@ fn queue_prefix(text: &str) -> Option<(u32, bool, &str)> {
 /// Parses one note's text (without the `m N` prefix blkparse adds).
 pub fn parse(text: &str) -> BfqLogged {
     let Some((pid, sync, msg)) = queue_prefix(text) else {
+        if let Some(sectors) = text
+            .trim_start()
+            .strip_prefix("bfq new max_budget = ")
+            .and_then(|n| n.trim().parse().ok())
+        {
+            return BfqLogged::MaxBudget { sectors };
+        }
         return BfqLogged::Other {
             pid: None,
             text: text.to_string(),
@@ -120,11 +131,19 @@ pub fn parse(text: &str) -> BfqLogged {
     }
 }
 
-/// BFQ's `bfq_max_budget` when the log begins: the first budget it gave a queue it had
-/// just allocated is 2/3 of it (`bfq_init_bfqq`: `max_budget = 2 * bfq_max_budget / 3`).
-/// `None` without such a queue.
+/// BFQ's `bfq_max_budget` when the log begins, once BFQ has assigned enough budgets to
+/// trust its peak-rate estimate; `None` while it still uses the default (16384 sectors, for
+/// its first 194 budgets in the kernel's decaying count, about 11 switches).
+///
+/// The first expiration's `recalc_budg: ... min budg M` says it: `bfq_min_budget` is
+/// `bfq_max_budget / 32`, and both are the defaults until `budgets_assigned` reaches 194
+/// (it never decreases, so a default there was a default at the start: the first
+/// expiration follows the first budget). A fresh queue's first budget (`bfq_init_bfqq`:
+/// 2/3 of `bfq_max_budget`) gives the value without the division's rounding, unless the
+/// queue was weight-raised (its budget is then 2 x min budget, which says nothing more).
 pub fn max_budget_at_start(notes: &[crate::event::Note]) -> Option<u32> {
     let mut allocated = Vec::new();
+    let mut first_budget: Option<u32> = None;
     for n in notes {
         let Some((pid, _, msg)) = queue_prefix(&n.text) else {
             continue;
@@ -133,15 +152,31 @@ pub fn max_budget_at_start(notes: &[crate::event::Note]) -> Option<u32> {
             allocated.push(pid);
         } else if let Some(b) = msg.strip_prefix("set_in_service_queue, cur-budget = ") {
             // Only a fresh queue's first budget says it; another's says its own history.
-            return if allocated.contains(&pid) {
-                b.trim().parse::<u32>().ok().map(|b| b * 3 / 2)
-            } else {
-                None
-            };
+            if first_budget.is_none() && allocated.contains(&pid) {
+                first_budget = b.trim().parse::<u32>().ok().map(|b| b * 3 / 2);
+            }
+            allocated.retain(|p| *p != pid);
+        } else if let Some((_, min)) = msg
+            .strip_prefix("recalc_budg: last max_budg ")
+            .and_then(|r| r.split_once(", min budg "))
+        {
+            let max = min.trim().parse::<u32>().ok()? * 32;
+            if max == DEFAULT_MAX_BUDGET {
+                return None;
+            }
+            // Within the rounding of `/ 32` (and of 2/3), the fresh queue's figure.
+            return Some(match first_budget {
+                Some(b) if b.abs_diff(max) < 64 => b,
+                _ => max,
+            });
         }
     }
-    None
+    // No expiration logged: only a fresh queue's budget, if any.
+    first_budget.filter(|b| b.abs_diff(DEFAULT_MAX_BUDGET) > 2)
 }
+
+/// `bfq_default_max_budget`.
+const DEFAULT_MAX_BUDGET: u32 = 16 * 1024;
 
 /// How many of the log's expirations the model matched, in order, with the same key (a
 /// longest common subsequence), over the log's count.
@@ -196,6 +231,10 @@ mod tests {
                 sync: false,
                 reason: ExpireReason::NoMoreRequests
             }
+        );
+        assert_eq!(
+            parse("bfq new max_budget = 3078"),
+            BfqLogged::MaxBudget { sectors: 3078 }
         );
         assert_eq!(
             parse("bfq12S set_in_service_queue, cur-budget = 10922"),
@@ -490,5 +529,37 @@ mod point_tests {
         assert_eq!(max_budget_at_start(&notes), Some(2985));
         // A queue that existed before the log says only its own history.
         assert_eq!(max_budget_at_start(&notes[1..]), None);
+        // The default's 2/3 (10922): BFQ has not measured yet.
+        let fresh = [
+            note(1, "bfq5S allocated"),
+            note(2, "bfq5S set_in_service_queue, cur-budget = 10922"),
+        ];
+        assert_eq!(max_budget_at_start(&fresh), None);
+    }
+
+    /// The first expiration's `min budg` is `bfq_max_budget / 32`: 512 is the default
+    /// (BFQ has not measured yet), whatever a raised queue's first budget (2 x 512) says.
+    #[test]
+    fn the_first_min_budget_says_whether_bfq_has_measured() {
+        let raised = [
+            note(1, "bfq5S allocated"),
+            note(2, "bfq5S set_in_service_queue, cur-budget = 1024"),
+            note(3, "bfq5S expire (0, slow 0, num_disp 0, short_ttime 1)"),
+            note(4, "bfq5S recalc_budg: last budg 1024, budg left 1000"),
+            note(5, "bfq5S recalc_budg: last max_budg 1024, min budg 512"),
+        ];
+        assert_eq!(max_budget_at_start(&raised), None);
+        let measured = [
+            note(1, "bfq5S set_in_service_queue, cur-budget = 700"),
+            note(2, "bfq5S recalc_budg: last max_budg 700, min budg 93"),
+        ];
+        assert_eq!(max_budget_at_start(&measured), Some(93 * 32));
+        // With a fresh queue's budget that agrees, its finer figure.
+        let both = [
+            note(1, "bfq6S allocated"),
+            note(2, "bfq6S set_in_service_queue, cur-budget = 1990"),
+            note(3, "bfq6S recalc_budg: last max_budg 1990, min budg 93"),
+        ];
+        assert_eq!(max_budget_at_start(&both), Some(2985));
     }
 }

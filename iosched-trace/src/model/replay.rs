@@ -248,6 +248,10 @@ impl Summary {
     }
 }
 
+/// The cgroup of `own_group=COMM`'s processes: an id no recorded cgroup has, outside the
+/// root group.
+const OWN_GROUP: u64 = u64::MAX - 1;
+
 /// Cgroups BFQ would see as its root group: those the trace names `/`, and those of kernel
 /// threads (jbd2, kworkers, flushers live in the root cgroup).
 pub fn root_cgroups(
@@ -477,8 +481,7 @@ impl Replayer {
             let mut w = self.workload.clone();
             for s in &mut w.streams {
                 if s.comm.as_str() == comm.as_str() {
-                    // An id no recorded cgroup has, outside the root group.
-                    s.cgroup_id = u64::MAX - 1;
+                    s.cgroup_id = OWN_GROUP;
                 }
             }
             w
@@ -638,10 +641,26 @@ impl Replayer {
         }
         let bfq = sched::bfq::Bfq::new(settings, &self.env)?;
         let depth = self.sim_config(SchedKind::Bfq, settings, false)?.depth;
+        // `own_group=COMM` as in the replay: those processes' requests in a group of their
+        // own.
+        let regrouped = settings.0.get("own_group").map(|comm| {
+            let pids: Vec<u32> = self
+                .workload
+                .streams
+                .iter()
+                .filter(|s| s.comm.as_str() == comm.as_str())
+                .map(|s| s.pid)
+                .collect();
+            let mut rqs = self.recorded_requests.clone();
+            for r in rqs.iter_mut().filter(|r| pids.contains(&r.pid)) {
+                r.cgroup = OWN_GROUP;
+            }
+            rqs
+        });
         Ok(Some(super::bfqcheck::check(
             bfq,
             &self.workload,
-            &self.recorded_requests,
+            regrouped.as_deref().unwrap_or(&self.recorded_requests),
             &self.notes,
             recorded,
             self.env.rotational,

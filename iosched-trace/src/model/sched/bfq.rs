@@ -24,6 +24,8 @@
 //! Hooks (`force_*`, `decide_dispatch`) let [`crate::model::bfqcheck`] drive the model with
 //! a recording and BFQ's logged state.
 //!
+//! - a queue emptied by injection while another is in service leaves the busy set.
+//!
 //! Not modelled: requeueing an empty preempted queue (see `REQUEUE_EMPTY_PREEMPTED`),
 //! soft real-time raising, EQM queue merging, delayed stable merge on
 //! rotational devices, time charging of
@@ -73,10 +75,14 @@ const BURST_INTERVAL_NS: u64 = 180_000_000;
 const LARGE_BURST: usize = 8;
 const DEFAULT_MAX_BUDGET: u32 = 16384;
 const STATS_MIN_BUDGETS: u32 = 194;
-/// Requeueing an empty preempted queue (`__bfq_bfqq_expire`) is off: with it, the
-/// trace-driven check on dsync-journal and many-readers-latency rand agreed less (the
-/// model picks the requeued queue far more often than BFQ did); to be revisited.
+/// Requeueing an empty preempted queue (`__bfq_bfqq_expire`) is off: on fresh test-bed
+/// recordings the trace-driven check agrees as much without it, while with it the
+/// closed-loop dsync cycle under 5.3 rules (`dsync_cycle_under_current_bfq_loses_nothing`)
+/// loses 9% to mq-deadline; to be understood before it is turned on.
 const REQUEUE_EMPTY_PREEMPTED: bool = false;
+/// A cgroup's BFQ weight (`io.bfq.weight`, cgroup v2's default; v1's
+/// `BFQ_WEIGHT_LEGACY_DFL` is the same).
+const GROUP_WEIGHT: f64 = 100.0;
 /// Async queues are charged this much more per sector.
 const ASYNC_CHARGE: u32 = 3;
 
@@ -328,21 +334,45 @@ impl Bfq {
         !self.cgroups || self.root_cgroups.contains(&cgroup)
     }
 
-    /// Whether more than `thr` (0 or 1) non-root cgroups have queues busy or requests in
-    /// flight (`num_groups_with_pending_reqs > thr`); runs on every completion, so it stops
-    /// at the second group found.
-    fn groups_with_pending_exceed(&self, thr: usize) -> bool {
-        let active = |q: &Queue| !q.root_group && (q.busy || q.queued() > 0 || q.dispatched > 0);
-        let mut first: Option<u64> = None;
+    /// `num_groups_with_pending_reqs > thr`: groups with a queue busy or with requests in
+    /// flight. Before 6.1 only non-root groups count, over 0; since 6.1 ("do not idle if
+    /// only one group is activated", which also counts the root group:
+    /// `bfq_add_bfqq_in_groups_with_pending_reqs` counts each queue's own group, root
+    /// included), over 1. Runs on every completion, so it stops at the second group found.
+    fn groups_with_pending_exceed(&self) -> bool {
+        let root_counted = self.kernel >= 6001;
+        let active = |q: &Queue| {
+            (root_counted || !q.root_group) && (q.busy || q.queued() > 0 || q.dispatched > 0)
+        };
+        // All root-group queues are in one group, whatever cgroup id their process had.
+        let group = |q: &Queue| if q.root_group { None } else { Some(q.cgroup) };
+        let mut first: Option<Option<u64>> = None;
         for q in self.queues.iter().filter(|q| active(q)) {
             match first {
-                None if thr == 0 => return true,
-                None => first = Some(q.cgroup),
-                Some(g) if g != q.cgroup => return true,
+                None if !root_counted => return true,
+                None => first = Some(group(q)),
+                Some(g) if g != group(q) => return true,
                 Some(_) => {}
             }
         }
         false
+    }
+
+    /// `bfq_bfqq_higher_class_or_weight` (5.3+): `q`'s weight above `other`'s, compared
+    /// between the entities that meet in one scheduler: the queues themselves when in the
+    /// same group, else each one's group (a queue of the root group stands for itself).
+    /// A group's weight is not in the recording: cgroup v2's default, 100, stands for it.
+    fn higher_weight(&self, q: usize, other: usize) -> bool {
+        let (a, b) = (&self.queues[q], &self.queues[other]);
+        let same_group = (a.root_group && b.root_group) || (!self.cgroups || a.cgroup == b.cgroup);
+        let level_weight = |x: &Queue| {
+            if same_group || x.root_group {
+                x.weight()
+            } else {
+                GROUP_WEIGHT
+            }
+        };
+        level_weight(a) > level_weight(b)
     }
 
     fn idling_boosts_thr(&self, q: usize) -> bool {
@@ -373,8 +403,7 @@ impl Bfq {
         if varied {
             return Some(IdleReason::AsymmetricWeights);
         }
-        let thr = if self.kernel >= 6001 { 1 } else { 0 };
-        self.groups_with_pending_exceed(thr)
+        self.groups_with_pending_exceed()
             .then_some(IdleReason::CgroupsPending)
     }
 
@@ -635,7 +664,7 @@ impl Bfq {
         if let Some(i) = self.in_service
             && i != q
         {
-            let higher = self.kernel >= 5003 && self.queues[q].weight() > self.queues[i].weight();
+            let higher = self.kernel >= 5003 && self.higher_weight(q, i);
             let plug_worthless = self.kernel >= 5012 && self.better_to_idle(ctx, i).is_none();
             // Hole recovery: before 5.3 only by a queue raised more than the in-service one.
             let (wq, wi) = (self.queues[q].wr_coeff, self.queues[i].wr_coeff);
@@ -687,10 +716,16 @@ impl Bfq {
         // `__bfq_bfqq_expire`: an empty queue preempted while idling was needed for its
         // service guarantees stays busy (requeued): B-WF2Q+ may pick it again at once, and
         // it then expires for having no requests (BFQ's log shows expire 4, set, expire 3).
+        // (`idling_needed_for_service_guarantees`, which first asks whether the process
+        // is still there: here, whether it has I/O to come.)
         let requeue_empty = REQUEUE_EMPTY_PREEMPTED
             && reason == ExpireReason::Preempted
             && self.queues[q].queued() == 0
             && self.queues[q].sync
+            && self.queues[q]
+                .members
+                .iter()
+                .any(|m| ctx.stream_has_future(*m))
             && self.guarantees(q, ctx.in_driver).is_some();
         let max = self.bfq_max_budget();
         let min = self.min_budget();
@@ -751,13 +786,7 @@ impl Bfq {
             qq.budget = qq.max_budget.max(next_charge).max(1);
             qq.finish = qq.start + f64::from(qq.budget) / weight;
         } else {
-            qq.busy = false;
-            qq.io_time += ctx.now - qq.became_busy;
-            qq.became_idle = Some(ctx.now);
-            self.busy -= 1;
-            if qq.wr_coeff > 1 {
-                self.wr_busy -= 1;
-            }
+            self.leave_busy(q, ctx.now);
         }
         self.in_service = None;
         self.log(Decision::Expire {
@@ -1015,6 +1044,32 @@ impl Bfq {
         // 6.x expires nothing here (`bfq_dispatch_rq_from_bfqq`: only idle-class queues):
         // a timed-out queue left empty expires at its completion, arrival or idle timer.
         self.end_raising_if_due(q, ctx.now);
+        // A queue served while another is in service (injected) and left empty leaves
+        // the busy set at once (`bfq_remove_request`: `bfq_del_bfqq_busy`, with its
+        // budget and service reset): it no longer counts as busy for idling decisions,
+        // and comes back with a fresh budget.
+        if self.in_service != Some(q) && self.queues[q].busy && self.queues[q].queued() == 0 {
+            let qq = &mut self.queues[q];
+            let weight = qq.weight();
+            qq.start += f64::from(qq.service) / weight;
+            qq.finish = qq.start;
+            qq.service = 0;
+            qq.budget = 0;
+            qq.non_blocking_wait_rq = false;
+            self.leave_busy(q, ctx.now);
+        }
+    }
+
+    /// The queue leaves the busy set (`bfq_del_bfqq_busy`).
+    fn leave_busy(&mut self, q: usize, now: u64) {
+        let qq = &mut self.queues[q];
+        qq.busy = false;
+        qq.io_time += now - qq.became_busy;
+        qq.became_idle = Some(now);
+        self.busy -= 1;
+        if qq.wr_coeff > 1 {
+            self.wr_busy -= 1;
+        }
     }
 
     /// Trace-driven check ([`crate::model::bfqcheck`]): the queue of `stream`'s sync or
@@ -1061,6 +1116,15 @@ impl Bfq {
         self.serve(ctx, q, rq);
     }
 
+    /// Trace-driven check: BFQ's peak-rate estimator set its max budget
+    /// (`update_thr_responsiveness_params`: "new max_budget = N"); the model's own
+    /// estimate gives way to it from now on.
+    pub(crate) fn force_max_budget(&mut self, sectors: u32) {
+        self.rate.imposed = true;
+        self.rate.max_budget = sectors.max(1);
+        self.rate.peak = f64::from(sectors) * 1e9 / self.rate.timeout_ns as f64;
+    }
+
     /// Trace-driven check: BFQ expired the queue in service for `reason`.
     pub(crate) fn force_expire(&mut self, ctx: &Ctx, reason: ExpireReason) {
         self.now = ctx.now;
@@ -1083,7 +1147,19 @@ impl Bfq {
             return;
         }
         self.end_idle(IdleOutcome::Preempted);
-        self.in_service = None;
+        // For BFQ the model's queue in service was just a busy queue; an empty one had
+        // left the busy set (emptied while not in service).
+        if let Some(old) = self.in_service.take()
+            && self.queues[old].queued() == 0
+            && self.queues[old].busy
+        {
+            let qq = &mut self.queues[old];
+            let weight = qq.weight();
+            qq.start += f64::from(qq.service) / weight;
+            qq.finish = qq.start;
+            qq.service = 0;
+            self.leave_busy(old, ctx.now);
+        }
         if !self.queues[q].busy {
             let first = self.queues[q].sorted.iter().next().map(|(_, r)| *r);
             let sectors = first.map_or(8, |r| ctx.rqs[r as usize].sectors);
@@ -1293,6 +1369,9 @@ struct RateEstimator {
     /// Sectors/s.
     peak: f64,
     max_budget: u32,
+    /// The trace-driven check sets the max budget from BFQ's log; then the estimate
+    /// stays as the log says.
+    imposed: bool,
     timeout_ns: u64,
     first_dispatch: u64,
     last_dispatch: u64,
@@ -1307,13 +1386,15 @@ impl RateEstimator {
         // A fresh BFQ starts at 2/3 of the reference rate (rotational 14000, else 33000
         // sectors/µs << 16); one that already served I/O at the rate its budget says.
         let reference = if env.rotational { 14_000.0 } else { 33_000.0 } / 65536.0 * 1e6;
-        let peak = match env.max_budget_start {
-            Some(b) => f64::from(b) * 1e9 / timeout_ns as f64,
-            None => reference * 2.0 / 3.0,
+        let (peak, max_budget) = match env.max_budget_start {
+            Some(b) => (f64::from(b) * 1e9 / timeout_ns as f64, b),
+            // `bfq_init_queue`: the default max budget until the first estimate.
+            None => (reference * 2.0 / 3.0, DEFAULT_MAX_BUDGET),
         };
         RateEstimator {
             peak,
-            max_budget: Self::budget_for(peak, timeout_ns),
+            max_budget,
+            imposed: false,
             timeout_ns,
             first_dispatch: 0,
             last_dispatch: 0,
@@ -1336,6 +1417,10 @@ impl RateEstimator {
     }
 
     fn close_window(&mut self, now: u64, last_completion: u64, sectors: u32) {
+        if self.imposed {
+            self.reset(now, sectors);
+            return;
+        }
         let span = (now - self.first_dispatch)
             .max(last_completion.saturating_sub(self.first_dispatch))
             .max(1);
@@ -1490,6 +1575,114 @@ mod tests {
         b.insert(&ctx(0, &rqs, &rem), 1);
         assert_eq!(b.asymmetric(0), None, "weight 20 is the smallest");
         assert_eq!(b.asymmetric(1), Some(IdleReason::AsymmetricWeights));
+    }
+
+    fn expirations(b: &mut Bfq) -> Vec<(u32, ExpireReason)> {
+        b.take_decisions()
+            .into_iter()
+            .filter_map(|d| match d.d {
+                Decision::Expire { stream, reason, .. } => Some((stream, reason)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `bfq_remove_request`: a queue served by injection while another is in service,
+    /// and left empty, leaves the busy set with its budget and service reset. So it no
+    /// longer counts among the busy queues, and its next request finds no budget to
+    /// recover: it does not preempt the queue in service (dd and jbd2 in seed 001, where
+    /// jbd2's commits are injected into dd's idle slots).
+    #[test]
+    fn an_injected_queue_left_empty_leaves_the_busy_set() {
+        let settings = Settings::parse_pairs(&["low_latency=0".into()]).unwrap();
+        let mut b = Bfq::new(&settings, &env()).unwrap();
+        let rqs = [
+            rq(0, 0, 0),
+            rq(1, 1 << 20, 2_000_000),
+            rq(1, 1 << 21, 4_000_000),
+        ];
+        let rem = [1u32, 1];
+        b.insert(&ctx(0, &rqs, &rem), 0);
+        assert_eq!(b.dispatch(&ctx(0, &rqs, &rem)), Some(0));
+        b.completed(&ctx(1_000_000, &rqs, &rem), 0);
+        assert!(b.wait_request, "the only busy queue idles");
+        b.insert(&ctx(2_000_000, &rqs, &rem), 1);
+        let (a, w) = (b.queue_of[0] as usize, b.queue_of[1] as usize);
+        assert_eq!(b.busy, 2);
+        // The newcomer is the idling queue's waker: its request is injected.
+        b.queues[a].waker = Some(w);
+        assert_eq!(b.dispatch(&ctx(2_000_000, &rqs, &rem)), Some(1));
+        assert_eq!(b.in_service, Some(a));
+        assert!(!b.queues[w].busy);
+        assert_eq!((b.busy, b.queues[w].budget, b.queues[w].service), (1, 0, 0));
+        b.take_decisions();
+        // Its next request: nothing to recover, same weight, idling still worth it.
+        b.completed(&ctx(3_000_000, &rqs, &rem), 1);
+        b.insert(&ctx(4_000_000, &rqs, &rem), 2);
+        assert_eq!(expirations(&mut b), []);
+        assert_eq!(b.in_service, Some(a));
+    }
+
+    /// A queue in a child cgroup (seed 001's dd in its blkio group) against queues of the
+    /// root group: `bfq_bfqq_higher_class_or_weight` compares the entities that meet in
+    /// the root's scheduler, the group (weight 100) and the root queue; since 6.1 the
+    /// root group counts among the groups with pending requests, and idling is needed
+    /// only with more than one.
+    #[test]
+    fn weights_compare_and_groups_count_across_the_hierarchy() {
+        let mut e = env();
+        e.stream_ioprio = vec![0, (2 << 13) | 3];
+        let settings = Settings::parse_pairs(&["low_latency=0".into()]).unwrap();
+        let mut b = Bfq::new(&settings, &e).unwrap();
+        let mut child = rq(0, 0, 0);
+        child.cgroup = 5;
+        let rqs = [child, rq(1, 1 << 20, 0)];
+        let rem = [1u32, 1];
+        b.insert(&ctx(0, &rqs, &rem), 0);
+        let (c, r) = (0, 1);
+        // The child group alone: one group (6.1+), so no idling for cgroups; before 6.1
+        // any non-root group with pending requests was enough.
+        assert!(!b.groups_with_pending_exceed());
+        b.kernel = 5010;
+        assert!(b.groups_with_pending_exceed());
+        b.kernel = 6018;
+        b.insert(&ctx(0, &rqs, &rem), 1);
+        assert!(b.groups_with_pending_exceed(), "root and child: two groups");
+        // Weight 50 (level 3) outweighs the child's queue (40), not its group (100).
+        assert!(!b.higher_weight(r, c));
+        assert!(b.higher_weight(c, r), "group 100 against 50");
+        b.queues[r].wr_coeff = WR_COEFF;
+        assert!(
+            b.higher_weight(r, c),
+            "raised: 1500 against the group's 100"
+        );
+        // In one group, the queues themselves.
+        b.queues[r].wr_coeff = 1;
+        b.queues[c].cgroup = 0;
+        b.queues[c].root_group = true;
+        assert!(b.higher_weight(r, c));
+    }
+
+    /// The trace-driven check hands the model BFQ's own max budget once BFQ logs it;
+    /// the model's estimator no longer moves it.
+    #[test]
+    fn a_logged_max_budget_is_the_one_used() {
+        let mut e = env();
+        e.max_budget_start = Some(3000);
+        let mut b = Bfq::new(&Settings::default(), &e).unwrap();
+        assert_eq!(b.bfq_max_budget(), 3000);
+        b.force_max_budget(5829);
+        assert_eq!(b.bfq_max_budget(), 5829);
+        // A closing rate window at a very different rate changes nothing.
+        let mut t = 0;
+        for k in 0..40_000u64 {
+            b.rate.dispatched(t, k * 8, 8, 1, t.saturating_sub(10_000));
+            t += 50_000;
+        }
+        assert_eq!(b.bfq_max_budget(), 5829);
+        // Fresh: the kernel's default max budget until BFQ has measured.
+        let b = Bfq::new(&Settings::default(), &env()).unwrap();
+        assert_eq!(b.rate.max_budget, DEFAULT_MAX_BUDGET);
     }
 
     #[test]
