@@ -165,6 +165,10 @@ pub struct DecisionCounts {
     pub merges: u64,
     /// Time slices set (CFQ).
     pub slices: u64,
+    /// Group service charges (CFQ with cgroups).
+    pub groups_served: u64,
+    /// Slices CFQ extended to keep a group backlogged (`wait_busy`).
+    pub wait_busy: u64,
 }
 
 impl DecisionCounts {
@@ -199,6 +203,8 @@ impl DecisionCounts {
                 Decision::Throttled { .. } => c.throttled += 1,
                 Decision::Merge { .. } => c.merges += 1,
                 Decision::Slice { .. } => c.slices += 1,
+                Decision::GroupServed { .. } => c.groups_served += 1,
+                Decision::WaitBusy { .. } => c.wait_busy += 1,
             }
         }
         c
@@ -478,7 +484,7 @@ impl Replayer {
             for s in &mut w.streams {
                 if s.comm.as_str() == comm.as_str() {
                     // An id no recorded cgroup has, outside the root group.
-                    s.cgroup_id = u64::MAX - 1;
+                    s.cgroup_id = sched::OWN_GROUP_CGROUP;
                 }
             }
             w
