@@ -389,7 +389,12 @@ pub fn decision_text(r: &Replayer, d: &Decided) -> String {
             iops,
             ..
         } => format!(
-            "charge cgroup {cgroup} (weight {weight}, {share_pct}% share) {} for {}",
+            "charge {} (weight {weight}, {share_pct}% share) {} for {}",
+            if *cgroup == 0 {
+                "the root group".to_string()
+            } else {
+                format!("cgroup {cgroup}")
+            },
             if *iops {
                 format!("{charge} requests")
             } else {
@@ -402,10 +407,14 @@ pub fn decision_text(r: &Replayer, d: &Decided) -> String {
             cgroup,
             extend_ns,
         } => format!(
-            "keep {} for its next request {:.1} ms more, the last busy queue of cgroup {cgroup} \
-             (wait_busy)",
+            "keep {} for its next request {:.1} ms more, the last busy queue of {} (wait_busy)",
             n(*stream),
-            *extend_ns as f64 / 1e6
+            *extend_ns as f64 / 1e6,
+            if *cgroup == 0 {
+                "the root group".to_string()
+            } else {
+                format!("cgroup {cgroup}")
+            }
         ),
     };
     format!("{:>12.6} s  {what}", d.t as f64 / 1e9)

@@ -309,7 +309,8 @@ pub enum Decision {
     /// CFQ charged the group (cgroup) of an expiring queue for its service
     /// (`cfq_group_served`): `charge` ns of device time, or requests in IOPS mode (no
     /// idling on a queueing device), at `weight` and `share_pct` of the weights on the group
-    /// tree. Logged when there are groups other than the root.
+    /// tree. Logged when there are groups other than the root; `cgroup` 0 is the root group
+    /// (all the cgroups `SchedEnv::root_cgroups` names).
     GroupServed {
         stream: u32,
         sync: bool,
