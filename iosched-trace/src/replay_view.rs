@@ -380,6 +380,42 @@ pub fn decision_text(r: &Replayer, d: &Decided) -> String {
             if *sync { "" } else { " async" },
             *slice_ns as f64 / 1e6
         ),
+        GroupServed {
+            stream,
+            cgroup,
+            weight,
+            share_pct,
+            charge,
+            iops,
+            ..
+        } => format!(
+            "charge {} (weight {weight}, {share_pct}% share) {} for {}",
+            if *cgroup == 0 {
+                "the root group".to_string()
+            } else {
+                format!("cgroup {cgroup}")
+            },
+            if *iops {
+                format!("{charge} requests")
+            } else {
+                format!("{:.2} ms", *charge as f64 / 1e6)
+            },
+            n(*stream)
+        ),
+        WaitBusy {
+            stream,
+            cgroup,
+            extend_ns,
+        } => format!(
+            "keep {} for its next request {:.1} ms more, the last busy queue of {} (wait_busy)",
+            n(*stream),
+            *extend_ns as f64 / 1e6,
+            if *cgroup == 0 {
+                "the root group".to_string()
+            } else {
+                format!("cgroup {cgroup}")
+            }
+        ),
     };
     format!("{:>12.6} s  {what}", d.t as f64 / 1e9)
 }

@@ -567,7 +567,10 @@ fn positioning_share(r: &Replayer) -> Option<f64> {
 }
 
 /// CFQ's idling (slice_idle, group_idle) on a process whose next I/O waits for another
-/// process's: the idle timer runs out while the other process's request waits.
+/// process's: the idle timer runs out while the other process's request waits. With
+/// cgroups, `group_idle` holds the device for the last busy queue of a cgroup, and a request
+/// of another cgroup (not an ancestor) may not preempt it (seed 001: dd in its own blkio
+/// cgroup, jbd2 in the root one).
 fn cfq_idling(r: &Replayer, base: &Run, recorded: &Summary) -> Result<Vec<Finding>, ReplayError> {
     let w = &r.workload;
     let name = |s: u32| w.stream_name(s);
@@ -576,40 +579,121 @@ fn cfq_idling(r: &Replayer, base: &Run, recorded: &Summary) -> Result<Vec<Findin
         &[("slice_idle", "0"), ("group_idle", "0")],
     ))?;
     let est = estimate(&no_idle, base, recorded, &[]);
+    let group_idled = base.decisions.iter().any(|d| {
+        matches!(
+            d.d,
+            Decision::Idle {
+                reason: IdleReason::GroupIdle,
+                ..
+            }
+        )
+    });
+    let no_group_idle = if group_idled {
+        Some(r.run(&cfg(SchedKind::Cfq, &[("group_idle", "0")]))?)
+    } else {
+        None
+    };
+    let is_root = |s: u32| {
+        r.env
+            .root_cgroups
+            .contains(&w.streams[s as usize].cgroup_id)
+    };
     let mut findings = Vec::new();
     for (s, st) in w.streams.iter().enumerate() {
         let s = s as u32;
         let (n, idle_ns, reasons) = replay::idle_episodes(&base.decisions, s);
         let share = idle_ns as f64 / (base.summary.duration_s * 1e9).max(1.0);
-        let dependency = !st.depends_on.is_empty()
-            || w.streams
-                .iter()
-                .any(|o| o.depends_on.iter().any(|(d, _)| *d == s));
-        if n == 0 || share < 0.05 || !dependency || est.change_pct < MIN_EFFECT_PCT {
+        // The processes this one's I/O waits for, or that wait for its I/O.
+        let partners: Vec<u32> = st
+            .depends_on
+            .iter()
+            .map(|(d, _)| *d)
+            .chain(
+                w.streams
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, o)| o.depends_on.iter().any(|(d, _)| *d == s))
+                    .map(|(o, _)| o as u32),
+            )
+            .filter(|o| *o != s)
+            .collect();
+        if n == 0 || share < 0.05 || partners.is_empty() || est.change_pct < MIN_EFFECT_PCT {
             continue;
         }
         let too_idle = replay::expirations(&base.decisions, s)
             .get(&super::sched::ExpireReason::TooIdle)
             .copied()
             .unwrap_or(0);
+        let group_idles = reasons.get(&IdleReason::GroupIdle).copied().unwrap_or(0);
         let reasons: Vec<String> = reasons
             .iter()
             .map(|(r, k)| format!("{} x{k}", r.name()))
             .collect();
-        findings.push(Finding {
-            cause: "idling_on_dependency",
-            title: format!(
+        let mut evidence = vec![format!(
+            "model: CFQ idled {n} times on {} ({:.1} ms in all; {too_idle} slices ended \
+             by the idle timer); idling because: {}",
+            name(s),
+            idle_ns as f64 / 1e6,
+            reasons.join(", ")
+        )];
+        let st_cg = st.cgroup_id;
+        let other_group = partners
+            .iter()
+            .find(|p| w.streams[**p as usize].cgroup_id != st_cg)
+            .copied();
+        let title = if group_idles > 0 && group_idles * 2 >= n {
+            if let Some(p) = other_group {
+                // `cfqg_is_descendant`: only the idling queue's group or its ancestors
+                // preempt it; every group descends from the root.
+                let blocked = !is_root(p);
+                evidence.push(format!(
+                    "trace: {} is in cgroup {}{}, {} in cgroup {}{}: {}",
+                    name(s),
+                    st_cg,
+                    if is_root(s) { " (root)" } else { "" },
+                    name(p),
+                    w.streams[p as usize].cgroup_id,
+                    if is_root(p) { " (root)" } else { "" },
+                    if blocked {
+                        format!(
+                            "CFQ does not let {}'s request preempt a group idle of another \
+                             cgroup, so it waits for the idle timer",
+                            name(p)
+                        )
+                    } else {
+                        "a request of the root group preempts the idle of a child group".to_string()
+                    }
+                ));
+            }
+            if let Some(run) = &no_group_idle {
+                let e = estimate(run, base, recorded, &[]);
+                evidence.push(format!(
+                    "model: with group_idle=0 {:.3} MB/s instead of {:.3} ({:+.0}%)",
+                    e.predicted_mb_s, e.measured_mb_s, e.change_pct
+                ));
+            }
+            format!(
+                "CFQ group-idles on {} (group_idle: the last busy queue of its cgroup) waiting \
+                 for its next request, but that request depends on another process's I/O{}, \
+                 which the idling holds back",
+                name(s),
+                if other_group.is_some() {
+                    " in another cgroup"
+                } else {
+                    ""
+                }
+            )
+        } else {
+            format!(
                 "CFQ idles on {} waiting for its next request, but that request depends on \
                  another process's I/O, which the idling holds back",
                 name(s)
-            ),
-            evidence: vec![format!(
-                "model: CFQ idled {n} times on {} ({:.1} ms in all; {too_idle} slices ended \
-                 by the idle timer); idling because: {}",
-                name(s),
-                idle_ns as f64 / 1e6,
-                reasons.join(", ")
-            )],
+            )
+        };
+        findings.push(Finding {
+            cause: "idling_on_dependency",
+            title,
+            evidence,
             estimate: Some(est.clone()),
         });
     }

@@ -165,6 +165,10 @@ pub struct DecisionCounts {
     pub merges: u64,
     /// Time slices set (CFQ).
     pub slices: u64,
+    /// Group service charges (CFQ with cgroups).
+    pub groups_served: u64,
+    /// Slices CFQ extended to keep a group backlogged (`wait_busy`).
+    pub wait_busy: u64,
 }
 
 impl DecisionCounts {
@@ -199,6 +203,8 @@ impl DecisionCounts {
                 Decision::Throttled { .. } => c.throttled += 1,
                 Decision::Merge { .. } => c.merges += 1,
                 Decision::Slice { .. } => c.slices += 1,
+                Decision::GroupServed { .. } => c.groups_served += 1,
+                Decision::WaitBusy { .. } => c.wait_busy += 1,
             }
         }
         c
@@ -247,10 +253,6 @@ impl Summary {
         self.processes.iter().find(|p| p.pid == pid)
     }
 }
-
-/// The cgroup of `own_group=COMM`'s processes: an id no recorded cgroup has, outside the
-/// root group.
-const OWN_GROUP: u64 = u64::MAX - 1;
 
 /// Cgroups BFQ would see as its root group: those the trace names `/`, and those of kernel
 /// threads (jbd2, kworkers, flushers live in the root cgroup).
@@ -481,7 +483,8 @@ impl Replayer {
             let mut w = self.workload.clone();
             for s in &mut w.streams {
                 if s.comm.as_str() == comm.as_str() {
-                    s.cgroup_id = OWN_GROUP;
+                    // An id no recorded cgroup has, outside the root group.
+                    s.cgroup_id = sched::OWN_GROUP_CGROUP;
                 }
             }
             w
@@ -653,7 +656,7 @@ impl Replayer {
                 .collect();
             let mut rqs = self.recorded_requests.clone();
             for r in rqs.iter_mut().filter(|r| pids.contains(&r.pid)) {
-                r.cgroup = OWN_GROUP;
+                r.cgroup = sched::OWN_GROUP_CGROUP;
             }
             rqs
         });

@@ -287,7 +287,7 @@ fn cfq_single_sequential_reader_loses_nothing_to_idling() {
 }
 
 /// CFQ on seed 001's dependency cycle (dd's write, then jbd2's commit, each released by the
-/// other's completion), one cgroup as CFQ sees it here. CFQ idles on the queue that just
+/// other's completion), both in the root cgroup (no group scheduling). CFQ idles on the queue that just
 /// completed (idle window, or the last queue on its tree); the other process's request is
 /// far away and of the same class, so it does not preempt and waits for the idle timer:
 /// each I/O costs SVC + slice_idle instead of SVC + THINK (the think time hides inside the
@@ -306,7 +306,9 @@ fn cfq_single_sequential_reader_loses_nothing_to_idling() {
 #[test]
 fn cfq_dependency_cycle_pays_slice_idle_per_io() {
     let n = 200;
-    let r = replayer(dsync_cycle(n), flat_disk(SVC, 100_000.0));
+    let mut w = dsync_cycle(n);
+    w.streams[0].cgroup_id = 1;
+    let r = replayer(w, flat_disk(SVC, 100_000.0));
     let dl = run(&r, "mq-deadline");
     let cfq = run(&r, "cfq");
     let per_pair = cfq.summary.duration_s / f64::from(n);
@@ -517,4 +519,208 @@ fn bfq_raises_only_default_weights_after_5_12() {
     assert_eq!(raises(&niced, "bfq"), 0);
     assert_eq!(raises(&niced, "bfq:kernel=5.11"), 2);
     assert_eq!(raises(&niced, "bfq:low_latency=0"), 0);
+}
+
+/// Seed 001 as it was: dd in a blkio cgroup of its own, jbd2 in the root one, CFQ with
+/// slice_idle=0 (so only group_idle idles). dd's emptied queue is the last of its group, so
+/// CFQ group-idles on it, but jbd2's request comes from the root group, an ancestor, and
+/// preempts at once (cost: THINK). jbd2's emptied queue is the last of the root group, and
+/// dd's request, from a child group, may not preempt it (`cfqg_is_descendant`): it waits for
+/// the group idle timer, which replaces jbd2's think time. A write pair that pays costs
+/// group_idle + 2 x SVC + THINK = 8.82 ms, against mq-deadline's 2 x (SVC + THINK) = 0.84 ms.
+///
+/// Not every pair pays: the root group's think time (its completion to its next request) is
+/// then group_idle + SVC + 2 x THINK > group_idle, so its decaying mean climbs past group_idle
+/// and `check_group_idle` lets jbd2's queue expire with its request in flight; that pair is
+/// free and pulls the mean back under (about one free pair in eight). So the time is exactly
+/// 2n x (SVC + THINK) plus (group_idle - THINK) for each idle that timed out.
+///
+/// With group_idle=0 too, nothing idles: exactly the time of the same cycle in one cgroup
+/// with slice_idle=0.
+#[test]
+fn cfq_group_idle_on_the_dependency_cycle_with_dd_in_its_own_cgroup() {
+    let n = 200;
+    let r = replayer(dsync_cycle(n), flat_disk(SVC, 100_000.0));
+    let dl = run(&r, "mq-deadline");
+    let cfq = run(&r, "cfq:slice_idle=0");
+    let per_pair = cfq.summary.duration_s / f64::from(n);
+    let bound = (8e6 + 2.0 * SVC + THINK as f64) / 1e9;
+    let c = &cfq.decision_counts;
+    eprintln!(
+        "cfq slice_idle=0, dd in its own cgroup: {:.3} ms per pair (every pair paying: {:.3}); \
+         mq-deadline {:.3} ms; {c:?}",
+        per_pair * 1e3,
+        bound * 1e3,
+        dl.summary.duration_s / f64::from(n) * 1e3,
+    );
+    // Every idle is a group idle; those the timer ended were all on jbd2 (root group),
+    // those on dd were all preempted by jbd2.
+    assert_eq!(
+        c.idles.keys().collect::<Vec<_>>(),
+        vec![&"group_idle"],
+        "{c:?}"
+    );
+    let timed_out = super::replay::expirations(&cfq.decisions, 1)
+        .get(&super::sched::ExpireReason::TooIdle)
+        .copied()
+        .unwrap_or(0);
+    let too_idle = c.expirations.get("too_idle").copied().unwrap_or(0);
+    assert_eq!(timed_out, too_idle, "{c:?}");
+    assert!(
+        !super::replay::expirations(&cfq.decisions, 0)
+            .contains_key(&super::sched::ExpireReason::TooIdle)
+    );
+    assert!(too_idle >= u64::from(n) * 8 / 10, "{c:?}");
+    let accounted =
+        (2.0 * f64::from(n) * (SVC + THINK as f64) + too_idle as f64 * (8e6 - THINK as f64)) / 1e9;
+    assert!(
+        (cfq.summary.duration_s - accounted).abs() / accounted < 0.01,
+        "{} s vs {accounted} s from {too_idle} timed-out group idles",
+        cfq.summary.duration_s
+    );
+    assert!(
+        per_pair <= bound * 1.001 && per_pair > 0.8 * bound,
+        "{per_pair} vs {bound}"
+    );
+    // About 1/10 of mq-deadline's throughput.
+    let ratio = dl.summary.mb_per_s / cfq.summary.mb_per_s;
+    assert!((7.0..11.0).contains(&ratio), "ratio {ratio}");
+    // group_idle=0: the same as one cgroup with slice_idle=0, and as mq-deadline.
+    let off = run(&r, "cfq:slice_idle=0,group_idle=0");
+    let mut w = dsync_cycle(n);
+    w.streams[0].cgroup_id = 1;
+    let one_group = run(&replayer(w, flat_disk(SVC, 100_000.0)), "cfq:slice_idle=0");
+    eprintln!(
+        "group_idle=0: {:.6} s; one cgroup, slice_idle=0: {:.6} s; mq-deadline {:.6} s",
+        off.summary.duration_s, one_group.summary.duration_s, dl.summary.duration_s
+    );
+    assert!(off.decision_counts.idles.is_empty());
+    assert!((off.summary.duration_s - one_group.summary.duration_s).abs() < 1e-9);
+    assert!((off.summary.duration_s / dl.summary.duration_s - 1.0).abs() < 0.05);
+}
+
+/// Two sequential readers (closed loop, no think time, far apart) in two cgroups. CFQ serves
+/// the group with the least vdisktime, charging each expiring slice (100 ms: one busy queue
+/// per group) divided by the group's share of the weights: equal weights alternate slices,
+/// 1000:500 gives the heavier group two slices for each of the other's. Measured by the
+/// sectors each served while both were backlogged (the first half of the run: at 2:1 the
+/// faster one finishes at 3/4 of it).
+#[test]
+fn cfq_groups_share_the_disk_by_weight() {
+    let readers = |cgroups: [u64; 2]| {
+        let per = 12_000u64;
+        let mut w = empty_workload(vec![
+            stream(10, "r1", cgroups[0]),
+            stream(11, "r2", cgroups[1]),
+        ]);
+        for p in 0..2u32 {
+            let mut prev = None;
+            for k in 0..per {
+                let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
+                    Trigger::AfterCompletion { io, delay: 0 }
+                });
+                let sector = u64::from(p) * 100_000_000 + k * 64;
+                prev = Some(push(&mut w, p, sector, 64, Op::Read, true, t));
+            }
+        }
+        replayer(w, flat_disk(8e6, 200_000.0))
+    };
+    // Sectors served by each reader in the first half of the run, and the groups' charges.
+    let shares = |r: &Replayer, spec: &str| -> (f64, f64) {
+        let x = run(r, spec);
+        let half = (x.summary.duration_s * 0.5 * 1e9) as u64;
+        let (mut served, mut charged) = ([0f64; 2], [0f64; 2]);
+        for d in x.decisions.iter().filter(|d| d.t < half) {
+            match d.d {
+                super::sched::Decision::Expire {
+                    stream, served: s, ..
+                } => {
+                    served[stream as usize] += f64::from(s);
+                }
+                super::sched::Decision::GroupServed { stream, charge, .. } => {
+                    charged[stream as usize] += charge as f64;
+                }
+                _ => {}
+            }
+        }
+        eprintln!(
+            "{spec}: {:.3} s; first half: sectors {served:?} ({:.3}), charged ms {:?}; {:?}",
+            x.summary.duration_s,
+            served[0] / served[1],
+            charged.map(|c| c / 1e6),
+            x.decision_counts
+        );
+        (served[0] / served[1], charged[0] / charged[1])
+    };
+    let two = readers([100, 200]);
+    let (equal, _) = shares(&two, "cfq");
+    assert!((equal - 1.0).abs() < 0.05, "equal weights: {equal}");
+    let (heavy, charged) = shares(&two, "cfq:weight.100=1000");
+    assert!((heavy - 2.0).abs() < 0.2, "1000:500: {heavy}");
+    // Both groups are charged the same time per slice: the weights make the difference.
+    assert!(
+        (charged - heavy).abs() < 0.2,
+        "charged {charged} vs served {heavy}"
+    );
+    // The root group's weight is 1000 (twice the default) against a child's 500.
+    let root_child = readers([1, 200]);
+    let (root, _) = shares(&root_child, "cfq");
+    assert!((root - 2.0).abs() < 0.2, "root vs child: {root}");
+    // Bad weights are refused with the key named.
+    for bad in [
+        "cfq:weight.100=5",
+        "cfq:weight.x=500",
+        "cfq:weight.100=heavy",
+    ] {
+        let e = two
+            .run(&Config::parse(bad, &Settings::default()).unwrap())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("weight."), "{bad}: {e}");
+    }
+}
+
+/// The seed-001 cycle recorded under CFQ with slice_idle=0, dd in a cgroup of its own and
+/// jbd2 in the root one: explain names CFQ's group idling on jbd2, the dependency, and that
+/// dd's request may not preempt it from another cgroup.
+#[test]
+fn explain_finds_cfq_group_idling_on_a_dependency() {
+    let n = 200;
+    let dev = flat_disk(SVC, 100_000.0);
+    let w = dsync_cycle(n);
+    let mut settings = Settings::default();
+    settings.0.insert("slice_idle".into(), "0".into());
+    let events = super::scenarios::trace(&w, &dev, SchedKind::Cfq, &settings).unwrap();
+    let mut info = w.device.clone();
+    info.scheduler = Some("cfq".into());
+    info.iosched = vec![("slice_idle".into(), "0".into())]
+        .into_iter()
+        .collect();
+    let mut src = MemorySource::new(vec![info.clone()], events.clone());
+    let extracted = workload::extract(&mut src, None).unwrap();
+    let r = Replayer::new(extracted, None, vec![0, 1]).unwrap();
+    let mut src = MemorySource::new(vec![info], events);
+    let (recorded, report) =
+        super::replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let e = explain::explain(&r, &recorded, &report).unwrap();
+    let first = &e.findings[0];
+    eprintln!("{first:#?}");
+    assert_eq!(first.cause, "idling_on_dependency", "{e:#?}");
+    assert!(
+        first.title.starts_with("CFQ group-idles on jbd2"),
+        "{}",
+        first.title
+    );
+    assert!(first.title.contains("in another cgroup"), "{}", first.title);
+    assert!(
+        first
+            .evidence
+            .iter()
+            .any(|l| l.contains("does not let dd(100)'s request preempt")),
+        "{:?}",
+        first.evidence
+    );
+    let est = first.estimate.as_ref().unwrap();
+    assert!(est.change_pct > 500.0, "{est:?}");
 }

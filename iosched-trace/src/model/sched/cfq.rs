@@ -18,11 +18,21 @@
 //!   back_seek_max, charged back_seek_penalty);
 //! - preemption on insert (`cfq_should_preempt`): sync over async, RT over BE, the active
 //!   queue's slice used, a sync-noidle queue while idling on that tree, metadata, an
-//!   empty active queue that should not idle, a request close to the head while idling.
+//!   empty active queue that should not idle, a request close to the head while idling;
+//! - cgroups (blkio, `CONFIG_CFQ_GROUP_IOSCHED`): one group per recorded cgroup, the root
+//!   group standing for every cgroup `SchedEnv::root_cgroups` names; groups served in
+//!   `vdisktime` order, charged at each expiry for the time their queue used, scaled by
+//!   their share of the active weights (`cfq_group_served`); group slices (`target_latency`
+//!   x the group's share); `group_idle` on the last busy queue of a group; `wait_busy`,
+//!   which keeps an emptied group's last queue until its next request so the group keeps its
+//!   place; no preemption from a group that is not an ancestor of the active one. Weights:
+//!   blkio.weight, 500 by default, the root's 1000 (`cfq_cpd_init`), `--set weight.ID=W` for
+//!   the cgroup of id ID (`root`, `own_group`). The hierarchy is taken as flat: every
+//!   non-root group a child of the root.
 //!
-//! Not modelled: cgroups (one root group: no group service tree, vdisktime, `wait_busy`),
-//! workload slices between the sync/sync-noidle/async trees (one tree ordered by `rb_key`
-//! stands for them), close cooperators and queue merging, the IDLE class's idle delay.
+//! Not modelled: workload slices between the sync/sync-noidle/async trees (one tree
+//! ordered by `rb_key` stands for them), close cooperators and queue merging, the IDLE
+//! class's idle delay, blkio.leaf_weight.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -69,6 +79,23 @@ const HW_SAMPLES: u32 = 50;
 /// Preemption puts the new queue this far ahead of the first one (`-HZ`).
 const FRONT_NS: i64 = 1_000_000_000;
 
+/// `CFQ_SERVICE_SHIFT`: `vdisktime` and a group's share (`vfraction`) are fixed point.
+const SERVICE_SHIFT: u32 = 12;
+/// `CFQ_WEIGHT_LEGACY_DFL`; the root group's is twice it (`cfq_cpd_init`).
+const WEIGHT_DEFAULT: u32 = 500;
+/// The range blkio.weight accepts.
+const WEIGHT_RANGE: std::ops::RangeInclusive<u32> = 10..=1000;
+/// `CFQ_SLICE_MODE_GROUP_DELAY`: how far behind the last group a group joining the tree
+/// starts. The kernel adds it unshifted to the shifted `vdisktime` (so it is worth ~49 µs
+/// of a whole device's time): kept as it is.
+const GROUP_DELAY: u64 = 1_000_000_000 / 5;
+/// `CFQ_IOPS_MODE_GROUP_DELAY` (`HZ / 5`, in jiffies, also unshifted).
+const GROUP_DELAY_IOPS: u64 = HZ / 5;
+/// One jiffy, at HZ=250 (the least a queue is charged, `cfq_cfqq_slice_usage`; the
+/// `wait_busy` margin).
+const HZ: u64 = 250;
+const JIFFY_NS: u64 = 1_000_000_000 / HZ;
+
 const CLASS_RT: u8 = 1;
 const CLASS_BE: u8 = 2;
 const CLASS_IDLE: u8 = 3;
@@ -110,6 +137,8 @@ enum WorkloadType {
 
 struct Queue {
     stream: u32,
+    /// Index in `Cfq::groups`.
+    group: usize,
     sync: bool,
     class: u8,
     prio: u64,
@@ -120,8 +149,13 @@ struct Queue {
     rb_key: i64,
     slice_resid: i64,
     slice_new: bool,
+    /// When it became active, and the slice it was given (`cfq_group_served`'s charge).
+    dispatch_start: u64,
+    allocated_slice: u64,
     slice_start: u64,
     slice_end: u64,
+    /// `wait_busy`: the group's last queue, kept past its slice for its next request.
+    wait_busy: bool,
     slice_dispatch: u32,
     /// Sectors dispatched in this slice (logged at expiry).
     slice_sectors: u32,
@@ -151,6 +185,26 @@ impl Queue {
     }
 }
 
+/// A blkio cgroup as CFQ serves it (`struct cfq_group`).
+struct Group {
+    cgroup: u64,
+    weight: u64,
+    /// On the group service tree (it has busy queues).
+    on_tree: bool,
+    /// Service received, scaled by the inverse of its share (fixed point).
+    vdisktime: u64,
+    /// Its share of the weights on the tree when it joined (fixed point), `vfraction`.
+    vfraction: u64,
+    /// Its queues on the service tree (`nr_cfqq`).
+    busy: u32,
+    /// Its requests in the driver.
+    dispatched: u32,
+    /// Think time of the group (any of its processes), against `group_idle`.
+    ttime: Ttime,
+    /// `busy_queues_avg` per [BE/IDLE, RT].
+    busy_avg: [u64; 2],
+}
+
 pub struct Cfq {
     quantum: u32,
     fifo_expire: [u64; 2],
@@ -174,16 +228,22 @@ pub struct Cfq {
     timer: Option<u64>,
     idle_since: u64,
     busy: u32,
-    /// `busy_queues_avg` per [BE/IDLE, RT].
-    busy_avg: [u64; 2],
+    /// Group 0 is the root group.
+    groups: Vec<Group>,
+    group_by_cgroup: FxHashMap<u64, usize>,
+    root_cgroups: Vec<u64>,
+    /// blkio.weight given for some cgroups.
+    weights: FxHashMap<u64, u64>,
+    /// The group tree's `min_vdisktime`.
+    min_vdisktime: u64,
     in_flight: [u32; 2],
     last_delayed_sync: u64,
     hw_tag: Option<bool>,
     hw_tag_est_depth: u32,
     hw_samples: u32,
     total_queued: usize,
-    /// Think time of each (class, workload type) service tree.
-    tree_ttime: FxHashMap<(u8, u8), Ttime>,
+    /// Think time of each (group, class, workload type) service tree.
+    tree_ttime: FxHashMap<(usize, u8, u8), Ttime>,
     decisions: Vec<Decided>,
     now: u64,
 }
@@ -197,6 +257,43 @@ fn ms_or_us(s: &Settings, name: &str, default_ms: u64) -> Result<u64, SettingErr
     }
 }
 
+/// Splits `weight.ID=W` settings (blkio.weight of cgroup ID, `root` or `own_group`) from
+/// the others.
+fn group_weights(s: &Settings) -> Result<(Settings, FxHashMap<u64, u64>), SettingError> {
+    let mut rest = Settings::default();
+    let mut weights = FxHashMap::default();
+    for (k, v) in &s.0 {
+        let Some(id) = k.strip_prefix("weight.") else {
+            rest.0.insert(k.clone(), v.clone());
+            continue;
+        };
+        let bad = |why| SettingError::Bad {
+            key: k.clone(),
+            value: v.clone(),
+            why,
+        };
+        let cgroup =
+            match id {
+                "root" => None,
+                "own_group" => Some(super::OWN_GROUP_CGROUP),
+                _ => Some(id.parse::<u64>().map_err(|_| {
+                    bad("expected weight.ID with ID a cgroup id, root or own_group")
+                })?),
+            };
+        let w = v
+            .parse::<u32>()
+            .ok()
+            .filter(|w| WEIGHT_RANGE.contains(w))
+            .ok_or_else(|| bad("a blkio.weight is 10..1000"))?;
+        // The root group's key: no recorded cgroup has it.
+        weights.insert(cgroup.unwrap_or(ROOT_KEY), u64::from(w));
+    }
+    Ok((rest, weights))
+}
+
+/// `weights`' key for the root group.
+const ROOT_KEY: u64 = u64::MAX;
+
 fn wl_index(t: WorkloadType) -> u8 {
     match t {
         WorkloadType::Sync => 0,
@@ -205,9 +302,33 @@ fn wl_index(t: WorkloadType) -> u8 {
     }
 }
 
+impl Group {
+    fn new(cgroup: u64, weight: u64) -> Group {
+        Group {
+            cgroup,
+            weight,
+            on_tree: false,
+            vdisktime: 0,
+            vfraction: 0,
+            busy: 0,
+            dispatched: 0,
+            ttime: Ttime::default(),
+            busy_avg: [0; 2],
+        }
+    }
+}
+
 impl Cfq {
     pub fn new(s: &Settings, env: &SchedEnv) -> Result<Cfq, SettingError> {
-        s.check("cfq", KEYS)?;
+        let (plain, weights) = group_weights(s)?;
+        plain.check("cfq", KEYS)?;
+        let root = Group::new(
+            0,
+            weights
+                .get(&ROOT_KEY)
+                .copied()
+                .unwrap_or(2 * u64::from(WEIGHT_DEFAULT)),
+        );
         // `cfq_registered_queue` turns idling off on non-rotational devices; a value given
         // stands for one written to sysfs afterwards.
         let idle_default = if env.rotational { 8 } else { 0 };
@@ -239,7 +360,11 @@ impl Cfq {
             timer: None,
             idle_since: 0,
             busy: 0,
-            busy_avg: [0; 2],
+            groups: vec![root],
+            group_by_cgroup: FxHashMap::default(),
+            root_cgroups: env.root_cgroups.clone(),
+            weights,
+            min_vdisktime: 0,
             in_flight: [0; 2],
             last_delayed_sync: 0,
             hw_tag: None,
@@ -274,18 +399,22 @@ impl Cfq {
             2 => (CLASS_BE, u64::from(r.ioprio & 7)),
             _ => (CLASS_BE, 4),
         };
-        let key = if r.sync {
-            (u64::from(r.stream), true)
+        let (stream, sync, sector, cgroup) = (r.stream, r.sync, r.sector, r.cgroup);
+        let group = self.group_for(cgroup, ctx.now);
+        // Async queues are per group (`cfq_async_queue_prio`).
+        let key = if sync {
+            (u64::from(stream), true)
         } else {
-            (u64::from(class) << 8 | prio, false)
+            ((group as u64) << 16 | u64::from(class) << 8 | prio, false)
         };
         if let Some(q) = self.by_key.get(&key) {
             return *q;
         }
         let id = self.queues.len();
         self.queues.push(Queue {
-            stream: r.stream,
-            sync: r.sync,
+            stream,
+            group,
+            sync,
             class,
             prio,
             sorted: BTreeSet::new(),
@@ -295,17 +424,20 @@ impl Cfq {
             rb_key: 0,
             slice_resid: 0,
             slice_new: true,
+            dispatch_start: 0,
+            allocated_slice: 0,
             slice_start: 0,
             slice_end: 0,
+            wait_busy: false,
             slice_dispatch: 0,
             slice_sectors: 0,
             fifo_checked: false,
             // `cfq_init_cfqq`: sync queues start with the idle window.
-            idle_window: r.sync && class != CLASS_IDLE,
+            idle_window: sync && class != CLASS_IDLE,
             deep: false,
             seek_history: 0,
-            last_request_pos: r.sector,
-            last_pos: r.sector,
+            last_request_pos: sector,
+            last_pos: sector,
             ttime: Ttime {
                 last_end_request: ctx.now,
                 ..Default::default()
@@ -313,6 +445,139 @@ impl Cfq {
         });
         self.by_key.insert(key, id);
         id
+    }
+
+    /// The group of `cgroup` (`cfq_lookup_cfqg`), made on its first request.
+    fn group_for(&mut self, cgroup: u64, now: u64) -> usize {
+        if self.root_cgroups.contains(&cgroup) {
+            return 0;
+        }
+        if let Some(g) = self.group_by_cgroup.get(&cgroup) {
+            return *g;
+        }
+        let weight = self
+            .weights
+            .get(&cgroup)
+            .copied()
+            .unwrap_or(u64::from(WEIGHT_DEFAULT));
+        let mut g = Group::new(cgroup, weight);
+        g.ttime.last_end_request = now;
+        self.groups.push(g);
+        self.group_by_cgroup.insert(cgroup, self.groups.len() - 1);
+        self.groups.len() - 1
+    }
+
+    /// `iops_mode`: no idling on a queueing device; groups are charged by requests.
+    fn iops_mode(&self) -> bool {
+        self.slice_idle == 0 && self.hw_tag()
+    }
+
+    /// `cfq_group_service_tree_add`: on the tree, with its share of the weights there
+    /// (the hierarchy flat: its weight over the sum of the groups' on the tree).
+    fn group_tree_add(&mut self, g: usize) {
+        self.groups[g].on_tree = true;
+        let total: u64 = self
+            .groups
+            .iter()
+            .filter(|x| x.on_tree)
+            .map(|x| x.weight)
+            .sum();
+        let gg = &mut self.groups[g];
+        gg.vfraction = ((gg.weight << SERVICE_SHIFT) / total.max(1)).max(1);
+    }
+
+    /// `cfq_group_notify_queue_add`: a queue of `g` joined the service tree; a group not on
+    /// its tree joins it behind the last one.
+    fn group_queue_added(&mut self, g: usize) {
+        self.groups[g].busy += 1;
+        if self.groups[g].on_tree {
+            return;
+        }
+        let delay = if self.iops_mode() {
+            GROUP_DELAY_IOPS
+        } else {
+            GROUP_DELAY
+        };
+        let min = self.min_vdisktime;
+        self.groups[g].vdisktime = self
+            .groups
+            .iter()
+            .filter(|x| x.on_tree)
+            .map(|x| x.vdisktime)
+            .max_by_key(|v| v.wrapping_sub(min) as i64)
+            .map_or(min, |v| v.wrapping_add(delay));
+        self.group_tree_add(g);
+    }
+
+    /// `cfq_group_notify_queue_del`: the group leaves the tree with its last queue.
+    fn group_queue_removed(&mut self, g: usize) {
+        let gg = &mut self.groups[g];
+        gg.busy = gg.busy.saturating_sub(1);
+        if gg.busy == 0 {
+            gg.on_tree = false;
+            gg.vfraction = 0;
+        }
+    }
+
+    /// `cfq_cfqq_slice_usage`: the time `q` used of its slice.
+    fn slice_usage(&self, q: usize) -> u64 {
+        let (qq, now) = (&self.queues[q], self.now);
+        if qq.slice_new || qq.slice_start == now {
+            // Expired before its first completion: charge the time since it was chosen.
+            now.saturating_sub(qq.dispatch_start).max(JIFFY_NS)
+        } else {
+            now.saturating_sub(qq.slice_start).min(qq.allocated_slice)
+        }
+    }
+
+    /// `cfq_group_served`: charges `q`'s group for the queue's service, in time (requests
+    /// in IOPS mode; a lone async queue its whole slice), scaled by the inverse of the
+    /// group's share, and moves it on the tree.
+    fn group_served(&mut self, q: usize) {
+        let g = self.queues[q].group;
+        let nr_sync = self
+            .queues
+            .iter()
+            .filter(|o| o.on_rr && o.group == g && o.sync && o.class != CLASS_IDLE)
+            .count();
+        let used = self.slice_usage(q);
+        let qq = &self.queues[q];
+        let charge = if self.iops_mode() {
+            u64::from(qq.slice_dispatch)
+        } else if !qq.sync && nr_sync == 0 {
+            qq.allocated_slice
+        } else {
+            used
+        };
+        let (stream, sync) = (qq.stream, qq.sync);
+        let gg = &mut self.groups[g];
+        let vfr = gg.vfraction.max(1);
+        gg.vdisktime = gg
+            .vdisktime
+            .wrapping_add((charge << (2 * SERVICE_SHIFT)) / vfr);
+        if gg.on_tree {
+            self.group_tree_add(g);
+        }
+        let gg = &self.groups[g];
+        let (cgroup, weight, share) = (gg.cgroup, gg.weight, gg.vfraction);
+        // Only worth a line when there are groups to tell apart.
+        if self.groups.len() > 1 {
+            self.log(Decision::GroupServed {
+                stream,
+                sync,
+                cgroup,
+                weight: weight as u32,
+                share_pct: ((100 * share) >> SERVICE_SHIFT) as u32,
+                charge,
+                iops: self.iops_mode(),
+            });
+        }
+    }
+
+    /// `cfqg_is_descendant(active, new)`: a request of `new`'s group may preempt only a
+    /// queue of its own group or of a group below it (every group is below the root).
+    fn may_preempt_group(&self, active: usize, new: usize) -> bool {
+        active == new || new == 0
     }
 
     /// `cfq_prio_slice`.
@@ -335,20 +600,22 @@ impl Cfq {
             return slice;
         }
         let rt = usize::from(class == CLASS_RT);
+        let g = self.queues[q].group;
         let busy = self
             .queues
             .iter()
-            .filter(|o| o.on_rr && usize::from(o.class == CLASS_RT) == rt)
+            .filter(|o| o.on_rr && o.group == g && usize::from(o.class == CLASS_RT) == rt)
             .count() as u64;
         // `cfq_group_get_avg_queues`: follows increases fast, decreases slowly.
-        let avg = self.busy_avg[rt];
+        let gg = &mut self.groups[g];
+        let avg = gg.busy_avg[rt];
         let (lo, hi) = (avg.min(busy), avg.max(busy));
-        self.busy_avg[rt] = (3 * hi + lo + 2) / 4;
-        let iq = self.busy_avg[rt];
+        gg.busy_avg[rt] = (3 * hi + lo + 2) / 4;
+        let iq = gg.busy_avg[rt];
         let sync_slice = self.slice[1];
         let expect_latency = sync_slice * iq;
-        // One group: its share of target_latency is all of it.
-        let group_slice = self.target_latency;
+        // `cfq_group_slice`: the group's share of target_latency.
+        let group_slice = (self.target_latency * gg.vfraction.max(1)) >> SERVICE_SHIFT;
         if expect_latency > group_slice {
             let low_slice = slice.min(2 * self.slice_idle * slice / sync_slice);
             slice = (slice * group_slice / expect_latency).max(low_slice);
@@ -361,17 +628,19 @@ impl Cfq {
         !qq.slice_new && now >= qq.slice_end
     }
 
-    /// Busy queues on `q`'s service tree (same class and workload type).
+    /// Busy queues on `q`'s service tree (same group, class and workload type).
     fn tree_count(&self, q: usize) -> usize {
-        let (class, t) = (self.queues[q].class, self.queues[q].wl_type());
+        let qq = &self.queues[q];
+        let (g, class, t) = (qq.group, qq.class, qq.wl_type());
         self.queues
             .iter()
-            .filter(|o| o.on_rr && o.class == class && o.wl_type() == t)
+            .filter(|o| o.on_rr && o.group == g && o.class == class && o.wl_type() == t)
             .count()
     }
 
-    fn tree_key(&self, q: usize) -> (u8, u8) {
-        (self.queues[q].class, wl_index(self.queues[q].wl_type()))
+    fn tree_key(&self, q: usize) -> (usize, u8, u8) {
+        let qq = &self.queues[q];
+        (qq.group, qq.class, wl_index(qq.wl_type()))
     }
 
     /// `cfq_should_idle`, with the clause that held.
@@ -399,21 +668,22 @@ impl Cfq {
 
     /// Onto the service tree (`cfq_service_tree_add`).
     fn add_rr(&mut self, q: usize, now: u64, front: bool) {
+        let g = self.queues[q].group;
         let key = if front {
             let first = self
                 .queues
                 .iter()
                 .enumerate()
-                .filter(|(i, o)| *i != q && o.on_rr)
+                .filter(|(i, o)| *i != q && o.on_rr && o.group == g)
                 .map(|(_, o)| o.rb_key)
                 .min()
                 .unwrap_or(now as i64);
             first - FRONT_NS
         } else {
-            // `cfq_slice_offset`: (other busy queues) x (the longest slice - this queue's):
-            // lower priorities start later.
+            // `cfq_slice_offset`: (other busy queues of the group) x (the longest slice -
+            // this queue's): lower priorities start later.
             let qq = &self.queues[q];
-            let others = self.busy.saturating_sub(u32::from(qq.on_rr));
+            let others = self.groups[g].busy.saturating_sub(u32::from(qq.on_rr));
             let offset = u64::from(others)
                 * self
                     .prio_slice(true, 0)
@@ -427,6 +697,7 @@ impl Cfq {
         if !qq.on_rr {
             qq.on_rr = true;
             self.busy += 1;
+            self.group_queue_added(g);
         }
     }
 
@@ -434,6 +705,7 @@ impl Cfq {
         if self.queues[q].on_rr {
             self.queues[q].on_rr = false;
             self.busy -= 1;
+            self.group_queue_removed(self.queues[q].group);
         }
     }
 
@@ -467,10 +739,13 @@ impl Cfq {
         self.end_idle(outcome);
         let now = self.now;
         let qq = &mut self.queues[q];
+        qq.wait_busy = false;
         if timed_out && !qq.slice_new {
             qq.slice_resid = qq.slice_end as i64 - now as i64;
         }
         let (stream, sync, served) = (qq.stream, qq.sync, qq.slice_sectors);
+        self.group_served(q);
+        let qq = &self.queues[q];
         if qq.sorted.is_empty() {
             self.del_rr(q);
         } else {
@@ -486,17 +761,33 @@ impl Cfq {
         });
     }
 
-    /// The next queue: RT, then BE, then IDLE; in each, the smallest `rb_key`.
+    /// The next queue: of the group with the least `vdisktime` (`cfq_choose_cfqg`), RT,
+    /// then BE, then IDLE; in each, the smallest `rb_key`.
     fn pick_next(&mut self) -> Option<usize> {
+        let min = self.min_vdisktime;
+        let groups = &self.groups;
         let q = self
             .queues
             .iter()
             .enumerate()
             .filter(|(_, o)| o.on_rr && !o.sorted.is_empty())
-            .min_by_key(|(i, o)| (o.class, o.rb_key, *i))
+            .min_by_key(|(i, o)| {
+                let vt = groups[o.group].vdisktime.wrapping_sub(min) as i64;
+                (vt, o.group, o.class, o.rb_key, *i)
+            })
             .map(|(i, _)| i)?;
+        // `update_min_vdisktime`: it only moves forward.
+        let vt = self.groups[self.queues[q].group].vdisktime;
+        if vt.wrapping_sub(min) as i64 > 0 {
+            self.min_vdisktime = vt;
+        }
+        let now = self.now;
         let qq = &mut self.queues[q];
         qq.slice_new = true;
+        qq.dispatch_start = now;
+        qq.allocated_slice = 0;
+        qq.slice_start = 0;
+        qq.wait_busy = false;
         qq.slice_end = 0;
         qq.slice_dispatch = 0;
         qq.slice_sectors = 0;
@@ -518,39 +809,68 @@ impl Cfq {
                 self.pick_next()?;
                 continue;
             };
-            if self.slice_used(q, ctx.now) {
+            let g = self.queues[q].group;
+            // The group's last queue waited for its next request (`wait_busy`): it has it,
+            // so the group keeps its place on the tree as the queue expires.
+            if self.queues[q].wait_busy && !self.queues[q].sorted.is_empty() {
+                // Its slice was used (or nearly) when it began to wait.
                 self.expire(q, ExpireReason::SliceUsed, false);
                 continue;
             }
-            if !self.queues[q].sorted.is_empty() {
+            let used = self.slice_used(q, ctx.now);
+            if used {
+                // The group's only queue, emptied, idling with requests in flight: it used
+                // its slice idling, so it waits for them (the group stays backlogged).
+                let qq = &self.queues[q];
+                if self.groups[g].busy == 1
+                    && qq.sorted.is_empty()
+                    && qq.dispatched > 0
+                    && self.should_idle(q).is_some()
+                {
+                    return None;
+                }
+            } else if !self.queues[q].sorted.is_empty() {
                 self.end_idle(IdleOutcome::Arrived);
                 return Some(q);
-            }
-            if self.wait_request {
+            } else if self.wait_request {
                 return None;
             }
-            // A deep seeky queue the device outruns loses its idle window.
-            let qq = &self.queues[q];
-            if qq.seeky()
-                && qq.idle_window
-                && (qq.slice_new
-                    || qq.slice_end.saturating_sub(ctx.now)
-                        > ctx.now.saturating_sub(qq.slice_start))
-            {
-                let qq = &mut self.queues[q];
-                qq.deep = false;
-                qq.idle_window = false;
-            }
-            if self.queues[q].dispatched > 0 && self.should_idle(q).is_some() {
+            if !used && self.check_idle_on_empty(ctx, q) {
                 return None;
             }
             // check_group_idle: the group's only queue waits for its requests in flight.
-            if self.group_idle > 0 && self.busy == 1 && ctx.in_driver > 0 {
+            let gg = &self.groups[g];
+            if self.group_idle > 0
+                && gg.busy == 1
+                && gg.dispatched > 0
+                && !gg.ttime.big(self.group_idle)
+            {
                 return None;
             }
-            self.expire(q, ExpireReason::NoMoreRequests, false);
+            let reason = if used {
+                ExpireReason::SliceUsed
+            } else {
+                ExpireReason::NoMoreRequests
+            };
+            self.expire(q, reason, false);
         }
         None
+    }
+
+    /// An emptied active queue, its slice not used: whether to keep it for the requests it
+    /// has in flight (`cfq_should_idle`), after a deep seeky queue the device outruns
+    /// loses its idle window.
+    fn check_idle_on_empty(&mut self, ctx: &Ctx, q: usize) -> bool {
+        let qq = &mut self.queues[q];
+        if qq.seeky()
+            && qq.idle_window
+            && (qq.slice_new
+                || qq.slice_end.saturating_sub(ctx.now) > ctx.now.saturating_sub(qq.slice_start))
+        {
+            qq.deep = false;
+            qq.idle_window = false;
+        }
+        self.queues[q].dispatched > 0 && self.should_idle(q).is_some()
     }
 
     /// `cfq_may_dispatch`.
@@ -646,7 +966,13 @@ impl Cfq {
         if qq.ttime.valid() && qq.slice_end.saturating_sub(ctx.now) < qq.ttime.mean {
             return;
         }
-        if reason == IdleReason::GroupIdle && self.busy > 1 {
+        // Group idle only for the group's last queue, and not when processes of its service
+        // tree think longer than group_idle.
+        let tree_big = self
+            .tree_ttime
+            .get(&self.tree_key(q))
+            .is_some_and(|t| t.big(self.group_idle));
+        if reason == IdleReason::GroupIdle && (self.groups[qq.group].busy > 1 || tree_big) {
             return;
         }
         let sl = if reason == IdleReason::GroupIdle {
@@ -687,6 +1013,10 @@ impl Cfq {
         if r.sync && !aq.sync && nq.sync {
             return true;
         }
+        // Fairness among cgroups: only the active queue's group or its ancestors preempt.
+        if !self.may_preempt_group(aq.group, nq.group) {
+            return false;
+        }
         if self.slice_used(a, ctx.now) {
             return true;
         }
@@ -711,6 +1041,21 @@ impl Cfq {
         }
         // `cfq_rq_close`: as good as the active queue's own next request.
         r.sector.abs_diff(aq.last_pos) <= CLOSE_THR
+    }
+
+    /// `cfq_should_wait_busy`: the emptied active queue is its group's last, the group
+    /// thinks less than group_idle, and the slice is used or about to be.
+    fn should_wait_busy(&self, q: usize) -> bool {
+        let qq = &self.queues[q];
+        let gg = &self.groups[qq.group];
+        if !qq.sorted.is_empty() || gg.busy > 1 || gg.ttime.big(self.group_idle) {
+            return false;
+        }
+        if self.slice_used(q, self.now) {
+            return true;
+        }
+        let left = qq.slice_end.saturating_sub(self.now);
+        (qq.ttime.valid() && left < qq.ttime.mean) || left <= JIFFY_NS
     }
 
     fn update_hw_tag(&mut self, ctx: &Ctx) {
@@ -770,6 +1115,9 @@ impl Scheduler for Cfq {
             self.add_rr(q, ctx.now, false);
         }
         // `cfq_rq_enqueued`: think time, seek history, idle window.
+        let group_idle = self.group_idle;
+        let g = self.queues[q].group;
+        self.groups[g].ttime.update(ctx.now, group_idle);
         if sync {
             let tk = self.tree_key(q);
             self.tree_ttime
@@ -828,6 +1176,7 @@ impl Scheduler for Cfq {
         self.rq_pos[rq as usize] = u64::MAX;
         self.total_queued -= 1;
         qq.dispatched += 1;
+        self.groups[qq.group].dispatched += 1;
         qq.slice_dispatch += 1;
         qq.slice_sectors += ctx.rqs[rq as usize].sectors;
         qq.last_pos = ctx.rqs[rq as usize].end();
@@ -864,6 +1213,9 @@ impl Scheduler for Cfq {
             }
         }
         self.queues[q].dispatched = self.queues[q].dispatched.saturating_sub(1);
+        let gg = &mut self.groups[self.queues[q].group];
+        gg.dispatched = gg.dispatched.saturating_sub(1);
+        gg.ttime.last_end_request = ctx.now;
         if self.active != Some(q) {
             return;
         }
@@ -873,11 +1225,30 @@ impl Scheduler for Cfq {
             qq.slice_new = false;
             qq.slice_start = ctx.now;
             qq.slice_end = ctx.now + slice;
+            qq.allocated_slice = slice;
             let (stream, sync) = (qq.stream, qq.sync);
             self.log(Decision::Slice {
                 stream,
                 sync,
                 slice_ns: slice,
+            });
+        }
+        if self.should_wait_busy(q) {
+            // Past (or about to pass) its slice, the group's last queue waits for its next
+            // request rather than let the group leave the tree.
+            let extend = if self.slice_idle > 0 {
+                self.slice_idle
+            } else {
+                self.group_idle
+            };
+            let qq = &mut self.queues[q];
+            qq.slice_end = ctx.now + extend;
+            qq.wait_busy = true;
+            let (stream, cgroup) = (qq.stream, self.groups[qq.group].cgroup);
+            self.log(Decision::WaitBusy {
+                stream,
+                cgroup,
+                extend_ns: extend,
             });
         }
         if self.slice_used(q, ctx.now) || self.queues[q].class == CLASS_IDLE {

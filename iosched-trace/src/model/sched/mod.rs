@@ -306,6 +306,29 @@ pub enum Decision {
         sync: bool,
         slice_ns: u64,
     },
+    /// CFQ charged the group (cgroup) of an expiring queue for its service
+    /// (`cfq_group_served`): `charge` ns of device time, or requests in IOPS mode (no
+    /// idling on a queueing device), at `weight` and `share_pct` of the weights on the group
+    /// tree. Logged when there are groups other than the root; `cgroup` 0 is the root group
+    /// (all the cgroups `SchedEnv::root_cgroups` names).
+    GroupServed {
+        stream: u32,
+        sync: bool,
+        cgroup: u64,
+        weight: u32,
+        share_pct: u32,
+        charge: u64,
+        iops: bool,
+    },
+    /// CFQ kept the emptied active queue, its group's last, past (or at the end of) its
+    /// slice for `extend_ns` more, waiting for its next request so that the group does not
+    /// leave the group tree and lose its place (`wait_busy`). It expires (slice_used) when
+    /// the request comes.
+    WaitBusy {
+        stream: u32,
+        cgroup: u64,
+        extend_ns: u64,
+    },
     /// Kyber or mq-deadline: nothing interesting to log for each dispatch, only throttling.
     Throttled {
         domain: &'static str,
@@ -449,6 +472,9 @@ impl Settings {
         }
     }
 }
+
+/// The cgroup id `own_group=COMM` gives the processes it names: no recorded cgroup has it.
+pub const OWN_GROUP_CGROUP: u64 = u64::MAX - 1;
 
 /// Keys the simulator itself takes, whatever the scheduler.
 /// `own_group=COMM`: the processes named COMM were in a cgroup of their own (a v1 `blkio`
