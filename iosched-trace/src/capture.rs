@@ -196,9 +196,11 @@ pub enum ProgramSet {
     /// Everything a recording holds.
     #[default]
     All,
-    /// Only what the timeline needs to rebuild request lives (Q, G, M/F, request merges, I,
-    /// D with its bio links, C, R; bio completions on bio-based devices): no plug/unplug,
-    /// split or kyber events. The live view's set.
+    /// Only what the timeline needs for the live view's numbers (Q, M/F, request merges, I,
+    /// D with its bio links, C, R; bio completions on bio-based devices): no G, plug/unplug,
+    /// split or kyber events. G is one of the four events of each plain read, and the view
+    /// shows no stage that ends or starts at it: a bio pends from Q to D, and its request is
+    /// known from D (whose first bio it names) as well as from G.
     Lifecycle,
     /// Everything but plug and unplug (`record --no-plugs`): two of the six events of a
     /// plain read on a fast device, measured at about 0.085 of its IOPS (docs/BENCH.md).
@@ -208,7 +210,6 @@ pub enum ProgramSet {
 /// The programs [`ProgramSet::Lifecycle`] keeps.
 const LIFECYCLE: &[&str] = &[
     "block_bio_queue",
-    "block_getrq",
     "block_bio_backmerge",
     "block_bio_frontmerge",
     "block_rq_merge",
