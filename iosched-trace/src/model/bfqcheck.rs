@@ -407,9 +407,7 @@ fn ctx_at<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Comm;
     use crate::model::sched::{SchedEnv, Settings};
-    use crate::model::workload::{Stream, StreamKind};
     use crate::record::DeviceInfo;
 
     fn note(ts_ns: u64, text: &str) -> Note {
@@ -428,23 +426,7 @@ mod tests {
             kernel_release: Some("6.18.0".into()),
             start_ns: 0,
             end_ns: 0,
-            streams: vec![Stream {
-                pid,
-                tgid: pid,
-                comm: Comm::default(),
-                cgroup_id: 1,
-                ios: 0,
-                kind: StreamKind::ClosedLoop,
-                depends_on: vec![],
-                think_mean_ns: 0.0,
-                max_in_flight: 1,
-                last_io: 0,
-                slept_for_request: 0,
-                slept_ns: 0,
-                span_ns: 0,
-                ioprio: 0,
-                until_ns: None,
-            }],
+            streams: vec![crate::model::scenarios::stream(pid, "", 1)],
             ios: vec![],
             service: vec![],
             max_in_driver: 1,
