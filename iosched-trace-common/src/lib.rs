@@ -69,7 +69,10 @@ pub mod kind {
 pub mod stat {
     /// Events that could not be reserved in the ring buffer (lost).
     pub const LOST: u32 = 0;
-    /// `bpf_probe_read_kernel` failures (the event was still sent, with zeroed fields).
+    /// Kernel reads known to have failed: a device whose disk could not be read (its
+    /// events are dropped), a faulting `bpf_probe_read_kernel` in the bio-chain walk
+    /// or of a kyber domain name (the event is sent with zeroed fields). The fields loaded
+    /// directly through BTF pointers read as 0 when they fault, and are not counted.
     pub const READ_ERRORS: u32 = 1;
     /// Events submitted to the ring buffer.
     pub const SENT: u32 = 2;

@@ -188,7 +188,7 @@ pub struct ProcessInfo {
 pub struct Stats {
     /// Events the kernel could not put into the ring buffer, per CPU.
     pub lost_per_cpu: Vec<u64>,
-    /// Kernel reads that failed (the event was sent with zeroed fields).
+    /// Kernel reads known to have failed (`iosched_trace_common::stat::READ_ERRORS`).
     pub read_errors: u64,
     /// Events the kernel sent.
     pub sent: u64,
