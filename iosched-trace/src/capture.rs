@@ -203,7 +203,7 @@ pub enum ProgramSet {
     /// known from D (whose first bio it names) as well as from G.
     Lifecycle,
     /// Everything but plug and unplug (`record --no-plugs`): two of the six events of a
-    /// plain read on a fast device, measured at about 0.085 of its IOPS (docs/BENCH.md).
+    /// plain read on a fast device, measured at about 0.065 of its IOPS (README, Benchmark).
     NoPlugs,
 }
 
