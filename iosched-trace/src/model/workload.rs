@@ -683,7 +683,10 @@ pub fn from_bios_and_wakeups(
         let delays = think_delays(&gaps);
         let think_n = released.len() as u32;
         for ((io, c, _), delay) in released.into_iter().zip(&delays) {
-            ios[io as usize].trigger = Trigger::AfterCompletion { io: c, delay: *delay };
+            ios[io as usize].trigger = Trigger::AfterCompletion {
+                io: c,
+                delay: *delay,
+            };
         }
         let st = &mut streams[s];
         st.depends_on = deps;
@@ -914,5 +917,77 @@ mod tests {
             };
             assert_eq!(w.ios[by as usize].stream, dd);
         }
+    }
+
+    /// A program with a known think time (10 µs) whose every other gap, after a long sleep,
+    /// also holds a wake-up of 20-150 µs; one in ten wake-ups is free (the CPU was awake).
+    /// The floor recovers the think time; gaps after long sleeps are replayed with it, gaps
+    /// after short sleeps as recorded.
+    #[test]
+    fn think_time_is_the_low_end_of_gaps_after_long_sleeps() {
+        const THINK: u64 = 10_000;
+        let mut gaps = Vec::new();
+        let mut rng = 7u64;
+        for k in 0..400u64 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let wake = if k % 10 == 0 {
+                0
+            } else {
+                20_000 + (rng >> 33) % 130_000
+            };
+            gaps.push(ThinkGap {
+                slept_ns: 13_000_000,
+                gap_ns: THINK + wake,
+            });
+        }
+        // A short sleep: its gap is the program's pace, kept whatever it is.
+        gaps.push(ThinkGap {
+            slept_ns: 200_000,
+            gap_ns: 70_000,
+        });
+        assert_eq!(think_floor(&gaps), Some(THINK));
+        let delays = think_delays(&gaps);
+        assert!(delays[..400].iter().all(|d| *d == THINK), "{delays:?}");
+        assert_eq!(delays[400], 70_000);
+        // Too few gaps to know their low end: all kept.
+        let few = &gaps[1..THINK_MIN_GAPS];
+        assert_eq!(think_floor(few), None);
+        assert_eq!(
+            think_delays(few),
+            few.iter().map(|g| g.gap_ns).collect::<Vec<_>>()
+        );
+    }
+
+    /// Two interleaved closed-loop readers, each waiting 13 ms for its own I/O (the device
+    /// serves the other's meanwhile), then thinking 10 µs plus a wake-up: extraction replays
+    /// each with its think time, not with the mean gap.
+    #[test]
+    fn interleaved_readers_are_replayed_with_their_think_time() {
+        const THINK: u64 = 10_000;
+        let mut bios = Vec::new();
+        for (r, pid) in [(0u64, 1u32), (1, 2)] {
+            let mut q = r * 6_500_000;
+            for k in 0..100u64 {
+                let c = q + 13_000_000;
+                bios.push(bio(pid, "fio", r * 204_800 + k * 8, q, c));
+                let wake = if k % 10 == 3 { 0 } else { 40_000 + k * 700 };
+                q = c + THINK + wake;
+            }
+        }
+        let w = from_bios(DeviceInfo::default(), bios);
+        for s in 0..2 {
+            let st = &w.streams[s];
+            assert_eq!(st.kind, StreamKind::ClosedLoop, "{st:?}");
+            assert!(st.depends_on.is_empty(), "{st:?}");
+            assert_eq!(st.think_mean_ns, THINK as f64, "{st:?}");
+        }
+        let released = w
+            .ios
+            .iter()
+            .filter(|io| matches!(io.trigger, Trigger::AfterCompletion { delay: THINK, .. }))
+            .count();
+        assert_eq!(released, 2 * 99);
     }
 }
