@@ -544,6 +544,8 @@ pub fn from_bios_and_wakeups(
     struct Waiting {
         io: u32,
         q: u64,
+        /// When the process's previous submission returned: it slept from then on.
+        asleep_from: Option<u64>,
         own: Option<(u64, u32)>,
         other: Option<Release>,
     }
@@ -627,6 +629,7 @@ pub fn from_bios_and_wakeups(
             waiting[s].push(Waiting {
                 io: i,
                 q: t,
+                asleep_from: last_q[s].map(|(tq, _)| tq),
                 own: last_own_c[s],
                 other,
             });
@@ -657,28 +660,40 @@ pub fn from_bios_and_wakeups(
             })
             .collect();
         deps.sort_by_key(|(w, k)| (std::cmp::Reverse(*k), *w));
-        let mut think_sum = 0.0;
-        let mut think_n = 0u32;
+        // Each released Q: its io, the completion that released it, how long the process
+        // slept before that completion, and the gap.
+        let mut released: Vec<(u32, u32, ThinkGap)> = Vec::new();
         for w in waits {
             let chosen = match w.other {
                 Some((tc, c, ws)) if deps.iter().any(|(d, _)| *d == ws) => Some((tc, c)),
                 _ => w.own,
             };
             if let Some((tc, c)) = chosen {
-                ios[w.io as usize].trigger = Trigger::AfterCompletion {
-                    io: c,
-                    delay: w.q - tc,
-                };
-                think_sum += (w.q - tc) as f64;
-                think_n += 1;
+                released.push((
+                    w.io,
+                    c,
+                    ThinkGap {
+                        slept_ns: w.asleep_from.map_or(0, |from| tc.saturating_sub(from)),
+                        gap_ns: w.q - tc,
+                    },
+                ));
             }
+        }
+        let gaps: Vec<ThinkGap> = released.iter().map(|r| r.2).collect();
+        let delays = think_delays(&gaps);
+        let think_n = released.len() as u32;
+        for ((io, c, _), delay) in released.into_iter().zip(&delays) {
+            ios[io as usize].trigger = Trigger::AfterCompletion {
+                io: c,
+                delay: *delay,
+            };
         }
         let st = &mut streams[s];
         st.depends_on = deps;
         st.think_mean_ns = if think_n == 0 {
             0.0
         } else {
-            think_sum / f64::from(think_n)
+            delays.iter().sum::<u64>() as f64 / f64::from(think_n)
         };
         st.kind = if windowed[s] && st.max_in_flight > 1 {
             StreamKind::Windowed
@@ -699,6 +714,55 @@ pub fn from_bios_and_wakeups(
         max_in_driver: 0,
         merges,
     }
+}
+
+/// A process slept at least this long before the completion that released its next Q: its
+/// gap (completion -> Q) includes waking a CPU that went idle meanwhile, not only its think
+/// time. On this project's 2-vCPU VM, fio's gap is ~9 µs after a 0.2 ms sleep and 25-130 µs
+/// after a 7-60 ms one (the multi-reader recordings, under bfq and none).
+pub const LONG_SLEEP_NS: u64 = 1_000_000;
+/// A process's think time is the gap below which only this share of its gaps fall: a gap
+/// cannot be shorter than the program's own work, so its low end is the work plus the least
+/// wake-up latency, where its mean also holds every slow wake-up.
+pub const THINK_PERCENTILE: f64 = 0.05;
+/// Gaps needed before their low end says anything.
+pub const THINK_MIN_GAPS: usize = 20;
+
+/// One released Q of a closed-loop process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ThinkGap {
+    /// From the process's previous submission to the completion that released it.
+    pub slept_ns: u64,
+    /// From that completion to the Q.
+    pub gap_ns: u64,
+}
+
+/// The process's think time: the [`THINK_PERCENTILE`] of its gaps; `None` with fewer than
+/// [`THINK_MIN_GAPS`].
+pub fn think_floor(gaps: &[ThinkGap]) -> Option<u64> {
+    if gaps.len() < THINK_MIN_GAPS {
+        return None;
+    }
+    let mut g: Vec<u64> = gaps.iter().map(|g| g.gap_ns).collect();
+    g.sort_unstable();
+    Some(g[((g.len() - 1) as f64 * THINK_PERCENTILE) as usize])
+}
+
+/// The delay each released Q is replayed with. A gap after a long sleep
+/// ([`LONG_SLEEP_NS`]) is cut to the process's think time ([`think_floor`]): what it holds
+/// beyond that is the wake-up of an idle CPU, which a replay that lets the process sleep
+/// less (a sequential reader served back to back under BFQ instead of interleaved under
+/// none) would not pay, and BFQ would idle through. Where the replay keeps the sleep long,
+/// the cut costs tens of µs against milliseconds of sleep. Gaps after short sleeps are kept:
+/// they are the process's own pace, whatever it does between I/Os.
+pub fn think_delays(gaps: &[ThinkGap]) -> Vec<u64> {
+    let floor = think_floor(gaps);
+    gaps.iter()
+        .map(|g| match floor {
+            Some(f) if g.slept_ns >= LONG_SLEEP_NS => g.gap_ns.min(f),
+            _ => g.gap_ns,
+        })
+        .collect()
 }
 
 impl Workload {
@@ -853,5 +917,77 @@ mod tests {
             };
             assert_eq!(w.ios[by as usize].stream, dd);
         }
+    }
+
+    /// A program with a known think time (10 µs) whose every other gap, after a long sleep,
+    /// also holds a wake-up of 20-150 µs; one in ten wake-ups is free (the CPU was awake).
+    /// The floor recovers the think time; gaps after long sleeps are replayed with it, gaps
+    /// after short sleeps as recorded.
+    #[test]
+    fn think_time_is_the_low_end_of_gaps_after_long_sleeps() {
+        const THINK: u64 = 10_000;
+        let mut gaps = Vec::new();
+        let mut rng = 7u64;
+        for k in 0..400u64 {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let wake = if k % 10 == 0 {
+                0
+            } else {
+                20_000 + (rng >> 33) % 130_000
+            };
+            gaps.push(ThinkGap {
+                slept_ns: 13_000_000,
+                gap_ns: THINK + wake,
+            });
+        }
+        // A short sleep: its gap is the program's pace, kept whatever it is.
+        gaps.push(ThinkGap {
+            slept_ns: 200_000,
+            gap_ns: 70_000,
+        });
+        assert_eq!(think_floor(&gaps), Some(THINK));
+        let delays = think_delays(&gaps);
+        assert!(delays[..400].iter().all(|d| *d == THINK), "{delays:?}");
+        assert_eq!(delays[400], 70_000);
+        // Too few gaps to know their low end: all kept.
+        let few = &gaps[1..THINK_MIN_GAPS];
+        assert_eq!(think_floor(few), None);
+        assert_eq!(
+            think_delays(few),
+            few.iter().map(|g| g.gap_ns).collect::<Vec<_>>()
+        );
+    }
+
+    /// Two interleaved closed-loop readers, each waiting 13 ms for its own I/O (the device
+    /// serves the other's meanwhile), then thinking 10 µs plus a wake-up: extraction replays
+    /// each with its think time, not with the mean gap.
+    #[test]
+    fn interleaved_readers_are_replayed_with_their_think_time() {
+        const THINK: u64 = 10_000;
+        let mut bios = Vec::new();
+        for (r, pid) in [(0u64, 1u32), (1, 2)] {
+            let mut q = r * 6_500_000;
+            for k in 0..100u64 {
+                let c = q + 13_000_000;
+                bios.push(bio(pid, "fio", r * 204_800 + k * 8, q, c));
+                let wake = if k % 10 == 3 { 0 } else { 40_000 + k * 700 };
+                q = c + THINK + wake;
+            }
+        }
+        let w = from_bios(DeviceInfo::default(), bios);
+        for s in 0..2 {
+            let st = &w.streams[s];
+            assert_eq!(st.kind, StreamKind::ClosedLoop, "{st:?}");
+            assert!(st.depends_on.is_empty(), "{st:?}");
+            assert_eq!(st.think_mean_ns, THINK as f64, "{st:?}");
+        }
+        let released = w
+            .ios
+            .iter()
+            .filter(|io| matches!(io.trigger, Trigger::AfterCompletion { delay: THINK, .. }))
+            .count();
+        assert_eq!(released, 2 * 99);
     }
 }
