@@ -70,6 +70,9 @@ fn model_bench(args: &iosched_trace::cli::ModelBenchArgs) -> anyhow::Result<Exit
         vec![0, 1],
     )?;
     for kind in SchedKind::ALL.into_iter().chain(SchedKind::LEGACY) {
+        if !args.sched.is_empty() && !args.sched.iter().any(|s| s == kind.name()) {
+            continue;
+        }
         let cfg = replay::Config::parse(kind.name(), &Default::default())?;
         let mut secs = f64::INFINITY;
         let mut requests = 0;
