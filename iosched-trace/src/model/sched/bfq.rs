@@ -184,6 +184,8 @@ pub struct Bfq {
     burst: Vec<usize>,
     burst_large: bool,
     decisions: Vec<Decided>,
+    /// Off: `log` drops decisions ([`Scheduler::keep_decisions`]).
+    keep_decisions: bool,
     now: u64,
     /// Requests held in all queues.
     total_queued: usize,
@@ -257,6 +259,7 @@ impl Bfq {
             burst: Vec::new(),
             burst_large: false,
             decisions: Vec::new(),
+            keep_decisions: true,
             now: 0,
             total_queued: 0,
             last_created: None,
@@ -265,7 +268,9 @@ impl Bfq {
     }
 
     fn log(&mut self, d: Decision) {
-        self.decisions.push(Decided { t: self.now, d });
+        if self.keep_decisions {
+            self.decisions.push(Decided { t: self.now, d });
+        }
     }
 
     fn bfq_max_budget(&self) -> u32 {
@@ -1345,6 +1350,10 @@ impl Scheduler for Bfq {
 
     fn take_decisions(&mut self) -> Vec<Decided> {
         std::mem::take(&mut self.decisions)
+    }
+
+    fn keep_decisions(&mut self, keep: bool) {
+        self.keep_decisions = keep;
     }
 }
 

@@ -258,6 +258,8 @@ pub struct Cfq {
     /// Think time of each (group, class, workload type) service tree, at `tree_index`.
     tree_ttime: Vec<Ttime>,
     decisions: Vec<Decided>,
+    /// Off: `log` drops decisions ([`Scheduler::keep_decisions`]).
+    keep_decisions: bool,
     now: u64,
 }
 
@@ -394,12 +396,15 @@ impl Cfq {
             total_queued: 0,
             tree_ttime: vec![Ttime::default(); TREES_PER_GROUP],
             decisions: Vec::new(),
+            keep_decisions: true,
             now: 0,
         })
     }
 
     fn log(&mut self, d: Decision) {
-        self.decisions.push(Decided { t: self.now, d });
+        if self.keep_decisions {
+            self.decisions.push(Decided { t: self.now, d });
+        }
     }
 
     fn hw_tag(&self) -> bool {
@@ -1357,5 +1362,9 @@ impl Scheduler for Cfq {
 
     fn take_decisions(&mut self) -> Vec<Decided> {
         std::mem::take(&mut self.decisions)
+    }
+
+    fn keep_decisions(&mut self, keep: bool) {
+        self.keep_decisions = keep;
     }
 }
