@@ -61,6 +61,9 @@ pub struct ModelBenchArgs {
     /// Runs per scheduler; the fastest is reported (the machine is shared).
     #[arg(long, default_value_t = 3)]
     pub repeat: u32,
+    /// Only these models (comma-separated names), e.g. to profile one.
+    #[arg(long, value_delimiter = ',')]
+    pub sched: Vec<String>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -21,6 +21,10 @@ use iosched_trace::{
     synth,
 };
 
+/// Replays fill large fresh tables: huge pages spare most of their page faults.
+#[global_allocator]
+static ALLOC: iosched_trace::huge_pages::HugePageAlloc = iosched_trace::huge_pages::HugePageAlloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
@@ -70,6 +74,9 @@ fn model_bench(args: &iosched_trace::cli::ModelBenchArgs) -> anyhow::Result<Exit
         vec![0, 1],
     )?;
     for kind in SchedKind::ALL.into_iter().chain(SchedKind::LEGACY) {
+        if !args.sched.is_empty() && !args.sched.iter().any(|s| s == kind.name()) {
+            continue;
+        }
         let cfg = replay::Config::parse(kind.name(), &Default::default())?;
         let mut secs = f64::INFINITY;
         let mut requests = 0;

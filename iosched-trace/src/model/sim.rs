@@ -230,6 +230,9 @@ pub fn run(
                 _ => None,
             }),
     );
+    let mut sched = sched;
+    // Without events nobody reads the decisions either.
+    sched.keep_decisions(cfg.emit);
     let mut sim = Sim {
         w,
         dev,

@@ -165,12 +165,19 @@ pub struct Bfq {
     stream_ioprio: Vec<u16>,
     root_cgroups: Vec<u64>,
     queues: Vec<Queue>,
+    /// Async queues by (cgroup, false); sync queues by stream in `sync_queue`
+    /// (see `queue_by_key`).
     by_key: FxHashMap<(u64, bool), usize>,
+    sync_queue: Vec<Option<usize>>,
     queue_of: Vec<u32>,
     in_service: Option<usize>,
     vtime: f64,
     busy: u32,
     wr_busy: u32,
+    /// The weights of the busy queues, summed (B-WF2Q+'s virtual time advances by service
+    /// over it at each dispatch). Weights are whole numbers, so the running sum is exactly
+    /// what summing them afresh gives.
+    busy_weight: f64,
     wait_request: bool,
     timer: Option<u64>,
     idle_since: u64,
@@ -184,6 +191,8 @@ pub struct Bfq {
     burst: Vec<usize>,
     burst_large: bool,
     decisions: Vec<Decided>,
+    /// Off: `log` drops decisions ([`Scheduler::keep_decisions`]).
+    keep_decisions: bool,
     now: u64,
     /// Requests held in all queues.
     total_queued: usize,
@@ -234,11 +243,13 @@ impl Bfq {
             root_cgroups: env.root_cgroups.clone(),
             queues: Vec::new(),
             by_key: FxHashMap::default(),
+            sync_queue: Vec::new(),
             queue_of: Vec::new(),
             in_service: None,
             vtime: 0.0,
             busy: 0,
             wr_busy: 0,
+            busy_weight: 0.0,
             wait_request: false,
             timer: None,
             idle_since: 0,
@@ -257,6 +268,7 @@ impl Bfq {
             burst: Vec::new(),
             burst_large: false,
             decisions: Vec::new(),
+            keep_decisions: true,
             now: 0,
             total_queued: 0,
             last_created: None,
@@ -265,7 +277,9 @@ impl Bfq {
     }
 
     fn log(&mut self, d: Decision) {
-        self.decisions.push(Decided { t: self.now, d });
+        if self.keep_decisions {
+            self.decisions.push(Decided { t: self.now, d });
+        }
     }
 
     fn bfq_max_budget(&self) -> u32 {
@@ -388,18 +402,17 @@ impl Bfq {
         // The weights tree holds queues busy or with requests in flight; 6.x does not idle
         // for the queue of the smallest weight there (`bfq_asymmetric_scenario`:
         // `smallest_weight`): idling for it protects no one.
-        let active = |o: &Queue| o.busy || o.dispatched > 0;
-        let smallest = self.kernel >= 5012
-            && !self
-                .queues
-                .iter()
-                .any(|o| active(o) && o.wr_coeff == 1 && o.weight() < my - f64::EPSILON);
-        let varied = !smallest
-            && self
-                .queues
-                .iter()
-                .any(|o| active(o) && o.wr_coeff == 1 && (o.weight() - my).abs() > f64::EPSILON)
-            && self.queues[q].wr_coeff == 1;
+        // One pass over the queues: one lighter than `q`, one of another weight.
+        let (mut lighter, mut other) = (false, false);
+        for o in &self.queues {
+            if (o.busy || o.dispatched > 0) && o.wr_coeff == 1 {
+                let w = o.weight();
+                lighter |= w < my - f64::EPSILON;
+                other |= (w - my).abs() > f64::EPSILON;
+            }
+        }
+        let smallest = self.kernel >= 5012 && !lighter;
+        let varied = !smallest && other && self.queues[q].wr_coeff == 1;
         if varied {
             return Some(IdleReason::AsymmetricWeights);
         }
@@ -448,8 +461,8 @@ impl Bfq {
         } else {
             (r.cgroup, false)
         };
-        if let Some(q) = self.by_key.get(&key) {
-            return *q;
+        if let Some(q) = self.queue_by_key(key) {
+            return q;
         }
         // Stable merge (5.13+, "merge bursts of newly-created queues"): on a device with
         // command queueing and no rotation, a sync queue created within the burst interval
@@ -462,7 +475,7 @@ impl Bfq {
             && ctx.now - t <= BURST_INTERVAL_NS
             && self.queues[prev].cgroup == r.cgroup
         {
-            self.by_key.insert(key, prev);
+            self.set_queue_by_key(key, prev);
             self.queues[prev].shared = true;
             self.queues[prev].members.push(r.stream);
             let into = self.queues[prev].stream;
@@ -522,7 +535,7 @@ impl Bfq {
             members: vec![r.stream],
             non_blocking_wait_rq: false,
         });
-        self.by_key.insert(key, id);
+        self.set_queue_by_key(key, id);
         if r.sync {
             self.handle_burst(id, ctx.now);
             self.last_created = Some((ctx.now, id));
@@ -650,6 +663,7 @@ impl Bfq {
         qq.finish = qq.start + f64::from(qq.budget) / weight;
         let raised_now = qq.wr_coeff > 1;
         self.busy += 1;
+        self.busy_weight += weight;
         if raised_now {
             self.wr_busy += 1;
         }
@@ -699,11 +713,9 @@ impl Bfq {
         }
     }
 
+    /// Another queue holds requests (`total_queued` counts every queue's).
     fn others_pending(&self, q: usize) -> bool {
-        self.queues
-            .iter()
-            .enumerate()
-            .any(|(i, o)| i != q && o.queued() > 0)
+        self.total_queued > self.queues[q].queued()
     }
 
     fn expire(&mut self, ctx: &Ctx, q: usize, reason: ExpireReason) {
@@ -1024,12 +1036,15 @@ impl Bfq {
         self.rate
             .dispatched(ctx.now, pos, sectors, ctx.in_driver, self.last_completion);
         let charge = self.charge(q, sectors);
-        let wsum: f64 = self
-            .queues
-            .iter()
-            .filter(|o| o.busy)
-            .map(|o| o.weight())
-            .sum();
+        let wsum = self.busy_weight;
+        debug_assert_eq!(
+            wsum,
+            self.queues
+                .iter()
+                .filter(|o| o.busy)
+                .map(|o| o.weight())
+                .sum::<f64>()
+        );
         self.vtime += f64::from(charge) / wsum.max(1.0);
         let qq = &mut self.queues[q];
         qq.sorted.remove(&(self.rq_pos[rq as usize], rq));
@@ -1067,6 +1082,7 @@ impl Bfq {
         qq.io_time += now - qq.became_busy;
         qq.became_idle = Some(now);
         self.busy -= 1;
+        self.busy_weight -= qq.weight();
         if qq.wr_coeff > 1 {
             self.wr_busy -= 1;
         }
@@ -1080,7 +1096,30 @@ impl Bfq {
         } else {
             (cgroup, false)
         };
-        self.by_key.get(&key).copied()
+        self.queue_by_key(key)
+    }
+
+    /// The queue of `(stream, true)` (sync) or `(cgroup, false)` (async).
+    fn queue_by_key(&self, key: (u64, bool)) -> Option<usize> {
+        match key {
+            (stream, true) => self.sync_queue.get(stream as usize).copied().flatten(),
+            _ => self.by_key.get(&key).copied(),
+        }
+    }
+
+    fn set_queue_by_key(&mut self, key: (u64, bool), q: usize) {
+        match key {
+            (stream, true) => {
+                let stream = stream as usize;
+                if self.sync_queue.len() <= stream {
+                    self.sync_queue.resize(stream + 1, None);
+                }
+                self.sync_queue[stream] = Some(q);
+            }
+            _ => {
+                self.by_key.insert(key, q);
+            }
+        }
     }
 
     /// Trace-driven check: the queue in service.
@@ -1177,9 +1216,11 @@ impl Bfq {
                 || now > qq.wr_start + qq.wr_dur
                 || qq.wr_service > MAX_SERVICE_FROM_WR)
         {
+            let raised = qq.weight();
             qq.wr_coeff = 1;
             if qq.busy {
                 self.wr_busy -= 1;
+                self.busy_weight += qq.weight() - raised;
             }
         }
     }
@@ -1345,6 +1386,10 @@ impl Scheduler for Bfq {
 
     fn take_decisions(&mut self) -> Vec<Decided> {
         std::mem::take(&mut self.decisions)
+    }
+
+    fn keep_decisions(&mut self, keep: bool) {
+        self.keep_decisions = keep;
     }
 }
 

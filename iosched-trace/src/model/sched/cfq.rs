@@ -147,6 +147,8 @@ struct Queue {
     dispatched: u32,
     on_rr: bool,
     rb_key: i64,
+    /// Its entry in its group's `ready` list, while it is on the service tree with requests.
+    listed: Option<(u8, i64)>,
     slice_resid: i64,
     slice_new: bool,
     /// When it became active, and the slice it was given (`cfq_group_served`'s charge).
@@ -203,6 +205,13 @@ struct Group {
     ttime: Ttime,
     /// `busy_queues_avg` per [BE/IDLE, RT].
     busy_avg: [u64; 2],
+    /// Its busy queues per [BE/IDLE, RT], and its busy sync queues not of the IDLE class
+    /// (kept as queues join and leave the tree: counted per slice, they cost a scan).
+    busy_by_rt: [u32; 2],
+    busy_sync_non_idle: u32,
+    /// Its queues on the tree with requests, by (class, rb_key, queue): the next queue to
+    /// serve is the first of the group chosen (see `pick_next`).
+    ready: Vec<(u8, i64, usize)>,
 }
 
 pub struct Cfq {
@@ -219,7 +228,9 @@ pub struct Cfq {
     target_latency: u64,
     rotational: bool,
     queues: Vec<Queue>,
+    /// Async queues by (group, class, level); sync queues by stream in `sync_queue`.
     by_key: FxHashMap<(u64, bool), usize>,
+    sync_queue: Vec<Option<usize>>,
     queue_of: Vec<u32>,
     rq_pos: Vec<u64>,
     active: Option<usize>,
@@ -228,6 +239,8 @@ pub struct Cfq {
     timer: Option<u64>,
     idle_since: u64,
     busy: u32,
+    /// Busy sync queues.
+    busy_sync: u32,
     /// Group 0 is the root group.
     groups: Vec<Group>,
     group_by_cgroup: FxHashMap<u64, usize>,
@@ -242,9 +255,11 @@ pub struct Cfq {
     hw_tag_est_depth: u32,
     hw_samples: u32,
     total_queued: usize,
-    /// Think time of each (group, class, workload type) service tree.
-    tree_ttime: FxHashMap<(usize, u8, u8), Ttime>,
+    /// Think time of each (group, class, workload type) service tree, at `tree_index`.
+    tree_ttime: Vec<Ttime>,
     decisions: Vec<Decided>,
+    /// Off: `log` drops decisions ([`Scheduler::keep_decisions`]).
+    keep_decisions: bool,
     now: u64,
 }
 
@@ -294,6 +309,9 @@ fn group_weights(s: &Settings) -> Result<(Settings, FxHashMap<u64, u64>), Settin
 /// `weights`' key for the root group.
 const ROOT_KEY: u64 = u64::MAX;
 
+/// Service trees per group in `Cfq::tree_ttime`: by class (1..=3) and workload type.
+const TREES_PER_GROUP: usize = 4 * 3;
+
 fn wl_index(t: WorkloadType) -> u8 {
     match t {
         WorkloadType::Sync => 0,
@@ -314,6 +332,9 @@ impl Group {
             dispatched: 0,
             ttime: Ttime::default(),
             busy_avg: [0; 2],
+            busy_by_rt: [0; 2],
+            busy_sync_non_idle: 0,
+            ready: Vec::new(),
         }
     }
 }
@@ -352,6 +373,7 @@ impl Cfq {
             rotational: env.rotational,
             queues: Vec::new(),
             by_key: FxHashMap::default(),
+            sync_queue: Vec::new(),
             queue_of: Vec::new(),
             rq_pos: Vec::new(),
             active: None,
@@ -360,6 +382,7 @@ impl Cfq {
             timer: None,
             idle_since: 0,
             busy: 0,
+            busy_sync: 0,
             groups: vec![root],
             group_by_cgroup: FxHashMap::default(),
             root_cgroups: env.root_cgroups.clone(),
@@ -371,14 +394,17 @@ impl Cfq {
             hw_tag_est_depth: 0,
             hw_samples: 0,
             total_queued: 0,
-            tree_ttime: FxHashMap::default(),
+            tree_ttime: vec![Ttime::default(); TREES_PER_GROUP],
             decisions: Vec::new(),
+            keep_decisions: true,
             now: 0,
         })
     }
 
     fn log(&mut self, d: Decision) {
-        self.decisions.push(Decided { t: self.now, d });
+        if self.keep_decisions {
+            self.decisions.push(Decided { t: self.now, d });
+        }
     }
 
     fn hw_tag(&self) -> bool {
@@ -407,8 +433,13 @@ impl Cfq {
         } else {
             ((group as u64) << 16 | u64::from(class) << 8 | prio, false)
         };
-        if let Some(q) = self.by_key.get(&key) {
-            return *q;
+        let known = if sync {
+            self.sync_queue.get(stream as usize).copied().flatten()
+        } else {
+            self.by_key.get(&key).copied()
+        };
+        if let Some(q) = known {
+            return q;
         }
         let id = self.queues.len();
         self.queues.push(Queue {
@@ -422,6 +453,7 @@ impl Cfq {
             dispatched: 0,
             on_rr: false,
             rb_key: 0,
+            listed: None,
             slice_resid: 0,
             slice_new: true,
             dispatch_start: 0,
@@ -443,7 +475,14 @@ impl Cfq {
                 ..Default::default()
             },
         });
-        self.by_key.insert(key, id);
+        if sync {
+            if self.sync_queue.len() <= stream as usize {
+                self.sync_queue.resize(stream as usize + 1, None);
+            }
+            self.sync_queue[stream as usize] = Some(id);
+        } else {
+            self.by_key.insert(key, id);
+        }
         id
     }
 
@@ -463,6 +502,8 @@ impl Cfq {
         let mut g = Group::new(cgroup, weight);
         g.ttime.last_end_request = now;
         self.groups.push(g);
+        self.tree_ttime
+            .resize(self.groups.len() * TREES_PER_GROUP, Ttime::default());
         self.group_by_cgroup.insert(cgroup, self.groups.len() - 1);
         self.groups.len() - 1
     }
@@ -535,11 +576,7 @@ impl Cfq {
     /// group's share, and moves it on the tree.
     fn group_served(&mut self, q: usize) {
         let g = self.queues[q].group;
-        let nr_sync = self
-            .queues
-            .iter()
-            .filter(|o| o.on_rr && o.group == g && o.sync && o.class != CLASS_IDLE)
-            .count();
+        let nr_sync = self.groups[g].busy_sync_non_idle;
         let used = self.slice_usage(q);
         let qq = &self.queues[q];
         let charge = if self.iops_mode() {
@@ -601,11 +638,7 @@ impl Cfq {
         }
         let rt = usize::from(class == CLASS_RT);
         let g = self.queues[q].group;
-        let busy = self
-            .queues
-            .iter()
-            .filter(|o| o.on_rr && o.group == g && usize::from(o.class == CLASS_RT) == rt)
-            .count() as u64;
+        let busy = u64::from(self.groups[g].busy_by_rt[rt]);
         // `cfq_group_get_avg_queues`: follows increases fast, decreases slowly.
         let gg = &mut self.groups[g];
         let avg = gg.busy_avg[rt];
@@ -638,9 +671,10 @@ impl Cfq {
             .count()
     }
 
-    fn tree_key(&self, q: usize) -> (usize, u8, u8) {
+    /// `q`'s service tree in `tree_ttime`.
+    fn tree_index(&self, q: usize) -> usize {
         let qq = &self.queues[q];
-        (qq.group, qq.class, wl_index(qq.wl_type()))
+        qq.group * TREES_PER_GROUP + usize::from(qq.class) * 3 + usize::from(wl_index(qq.wl_type()))
     }
 
     /// `cfq_should_idle`, with the clause that held.
@@ -652,18 +686,13 @@ impl Cfq {
         if qq.idle_window && !self.nonrot_queueing() {
             return Some(IdleReason::IdleWindow);
         }
-        let tree_big = self
-            .tree_ttime
-            .get(&self.tree_key(q))
-            .is_some_and(|t| t.big(self.slice_idle));
+        let tree_big = self.tree_ttime[self.tree_index(q)].big(self.slice_idle);
         (qq.sync && self.tree_count(q) == 1 && !tree_big).then_some(IdleReason::TreeIdle)
     }
 
+    /// Another queue holds requests (`total_queued` counts every queue's).
     fn others_pending(&self, q: usize) -> bool {
-        self.queues
-            .iter()
-            .enumerate()
-            .any(|(i, o)| i != q && !o.sorted.is_empty())
+        self.total_queued > self.queues[q].sorted.len()
     }
 
     /// Onto the service tree (`cfq_service_tree_add`).
@@ -697,16 +726,62 @@ impl Cfq {
         if !qq.on_rr {
             qq.on_rr = true;
             self.busy += 1;
+            self.count_busy(q, true);
             self.group_queue_added(g);
         }
+        self.relist(q);
     }
 
     fn del_rr(&mut self, q: usize) {
         if self.queues[q].on_rr {
             self.queues[q].on_rr = false;
             self.busy -= 1;
+            self.count_busy(q, false);
             self.group_queue_removed(self.queues[q].group);
         }
+        self.relist(q);
+    }
+
+    /// The busy-queue counters, as `q` joins (`on`) or leaves the service tree.
+    fn count_busy(&mut self, q: usize, on: bool) {
+        let qq = &self.queues[q];
+        let (sync, class) = (qq.sync, qq.class);
+        let gg = &mut self.groups[qq.group];
+        let step = |n: &mut u32| {
+            if on { *n += 1 } else { *n -= 1 }
+        };
+        step(&mut gg.busy_by_rt[usize::from(class == CLASS_RT)]);
+        if sync {
+            step(&mut self.busy_sync);
+            if class != CLASS_IDLE {
+                step(&mut gg.busy_sync_non_idle);
+            }
+        }
+    }
+
+    /// Keeps `q`'s entry in its group's `ready` list in step with its state: listed by
+    /// (class, rb_key) while on the tree with requests. Called after every change of
+    /// `on_rr`, `rb_key` or the emptiness of `sorted`.
+    fn relist(&mut self, q: usize) {
+        let qq = &self.queues[q];
+        let want = (qq.on_rr && !qq.sorted.is_empty()).then_some((qq.class, qq.rb_key));
+        if want == qq.listed {
+            return;
+        }
+        let ready = &mut self.groups[qq.group].ready;
+        if let Some((class, key)) = qq.listed {
+            let at = ready
+                .binary_search(&(class, key, q))
+                .expect("a listed queue is in its group's list");
+            ready.remove(at);
+        }
+        if let Some((class, key)) = want {
+            let at = ready
+                .binary_search(&(class, key, q))
+                .expect_err("an unlisted queue is not in its group's list");
+            ready.insert(at, (class, key, q));
+        }
+        self.queues[q].listed = want;
     }
 
     fn end_idle(&mut self, outcome: IdleOutcome) {
@@ -765,17 +840,17 @@ impl Cfq {
     /// then BE, then IDLE; in each, the smallest `rb_key`.
     fn pick_next(&mut self) -> Option<usize> {
         let min = self.min_vdisktime;
-        let groups = &self.groups;
-        let q = self
-            .queues
+        // The least (vdisktime, group), then the group's first by (class, rb_key, queue):
+        // the least (vdisktime, group, class, rb_key, queue) over queues on the tree with
+        // requests.
+        let (_, g) = self
+            .groups
             .iter()
             .enumerate()
-            .filter(|(_, o)| o.on_rr && !o.sorted.is_empty())
-            .min_by_key(|(i, o)| {
-                let vt = groups[o.group].vdisktime.wrapping_sub(min) as i64;
-                (vt, o.group, o.class, o.rb_key, *i)
-            })
-            .map(|(i, _)| i)?;
+            .filter(|(_, gg)| !gg.ready.is_empty())
+            .map(|(g, gg)| (gg.vdisktime.wrapping_sub(min) as i64, g))
+            .min()?;
+        let q = self.groups[g].ready[0].2;
         // `update_min_vdisktime`: it only moves forward.
         let vt = self.groups[self.queues[q].group].vdisktime;
         if vt.wrapping_sub(min) as i64 > 0 {
@@ -890,7 +965,7 @@ impl Cfq {
             if qq.class == CLASS_IDLE {
                 return false;
             }
-            let busy_sync = self.queues.iter().filter(|o| o.on_rr && o.sync).count();
+            let busy_sync = self.busy_sync;
             let promote_sync = qq.sync && busy_sync == 1;
             // `cfq_slice_used_soon`.
             let used_soon =
@@ -968,10 +1043,7 @@ impl Cfq {
         }
         // Group idle only for the group's last queue, and not when processes of its service
         // tree think longer than group_idle.
-        let tree_big = self
-            .tree_ttime
-            .get(&self.tree_key(q))
-            .is_some_and(|t| t.big(self.group_idle));
+        let tree_big = self.tree_ttime[self.tree_index(q)].big(self.group_idle);
         if reason == IdleReason::GroupIdle && (self.groups[qq.group].busy > 1 || tree_big) {
             return;
         }
@@ -1111,6 +1183,7 @@ impl Scheduler for Cfq {
         }
         self.rq_pos[rq as usize] = sector;
         self.total_queued += 1;
+        self.relist(q);
         if !self.queues[q].on_rr {
             self.add_rr(q, ctx.now, false);
         }
@@ -1119,11 +1192,8 @@ impl Scheduler for Cfq {
         let g = self.queues[q].group;
         self.groups[g].ttime.update(ctx.now, group_idle);
         if sync {
-            let tk = self.tree_key(q);
-            self.tree_ttime
-                .entry(tk)
-                .or_default()
-                .update(ctx.now, slice_idle);
+            let tk = self.tree_index(q);
+            self.tree_ttime[tk].update(ctx.now, slice_idle);
             let qq = &mut self.queues[q];
             qq.ttime.update(ctx.now, slice_idle);
             let sdist = sector.abs_diff(qq.last_request_pos);
@@ -1177,6 +1247,8 @@ impl Scheduler for Cfq {
         self.total_queued -= 1;
         qq.dispatched += 1;
         self.groups[qq.group].dispatched += 1;
+        self.relist(q);
+        let qq = &mut self.queues[q];
         qq.slice_dispatch += 1;
         qq.slice_sectors += ctx.rqs[rq as usize].sectors;
         qq.last_pos = ctx.rqs[rq as usize].end();
@@ -1204,8 +1276,8 @@ impl Scheduler for Cfq {
         let sync = r.sync;
         self.in_flight[usize::from(sync)] = self.in_flight[usize::from(sync)].saturating_sub(1);
         if sync {
-            let tk = self.tree_key(q);
-            self.tree_ttime.entry(tk).or_default().last_end_request = ctx.now;
+            let tk = self.tree_index(q);
+            self.tree_ttime[tk].last_end_request = ctx.now;
             self.queues[q].ttime.last_end_request = ctx.now;
             // A sync request that waited past its FIFO expiry delays async depth ramping.
             if r.inserted + self.fifo_expire[1] <= ctx.now {
@@ -1290,5 +1362,9 @@ impl Scheduler for Cfq {
 
     fn take_decisions(&mut self) -> Vec<Decided> {
         std::mem::take(&mut self.decisions)
+    }
+
+    fn keep_decisions(&mut self, keep: bool) {
+        self.keep_decisions = keep;
     }
 }

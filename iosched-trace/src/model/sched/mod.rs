@@ -156,6 +156,12 @@ pub trait Scheduler {
     fn take_decisions(&mut self) -> Vec<Decided> {
         Vec::new()
     }
+    /// Whether to keep the decision log ([`Scheduler::take_decisions`]); on by default.
+    /// A run whose decisions nobody reads (the replay benchmark) turns it off: BFQ and
+    /// CFQ log several decisions per request, hundreds of MB on a long replay.
+    fn keep_decisions(&mut self, keep: bool) {
+        let _ = keep;
+    }
 }
 
 /// Why BFQ expired a queue (`enum bfqq_expiration`).
