@@ -15,7 +15,6 @@
 //! - [`dump`]: blkparse-style text and JSON lines.
 //! - [`live`]: the live view (`live`): per-interval numbers on a terminal or as text.
 //! - [`cli`]: command-line syntax and validation.
-//! - [`huge_pages`]: the binary's allocator: huge pages behind large tables.
 
 pub mod analysis;
 pub mod blktrace;
@@ -27,7 +26,6 @@ pub mod devices;
 pub mod devmap;
 pub mod dump;
 pub mod event;
-pub mod huge_pages;
 pub mod input;
 pub mod live;
 pub mod model;

@@ -21,10 +21,6 @@ use iosched_trace::{
     synth,
 };
 
-/// Replays fill large fresh tables: huge pages spare most of their page faults.
-#[global_allocator]
-static ALLOC: iosched_trace::huge_pages::HugePageAlloc = iosched_trace::huge_pages::HugePageAlloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
