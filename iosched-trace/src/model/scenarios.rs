@@ -74,6 +74,22 @@ pub fn empty(streams: Vec<Stream>) -> Workload {
 }
 
 /// Appends a bio to `w`; returns its index.
+/// Closed-loop sequential readers, one per stream of `w`: stream `p` reads `ios` requests of
+/// `sectors` sectors back to back from sector `p * spacing`, each `think` ns after its
+/// previous one completed; the streams start 1 µs apart.
+pub fn push_sequential_readers(w: &mut Workload, ios: u64, sectors: u32, spacing: u64, think: u64) {
+    for p in 0..w.streams.len() as u32 {
+        let mut prev = None;
+        for k in 0..ios {
+            let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
+                Trigger::AfterCompletion { io, delay: think }
+            });
+            let sector = u64::from(p) * spacing + k * u64::from(sectors);
+            prev = Some(push(w, p, sector, sectors, Op::Read, true, t));
+        }
+    }
+}
+
 pub fn push(
     w: &mut Workload,
     stream: u32,

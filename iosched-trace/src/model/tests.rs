@@ -11,7 +11,7 @@ use super::{
     replay::{Config, Replayer},
     scenarios::{
         THINK_NS as THINK, dsync_journal as dsync_cycle, empty as empty_workload, flat_disk, push,
-        stream,
+        push_sequential_readers, stream,
     },
     sched::{SchedKind, Settings},
     workload::{Trigger, Workload},
@@ -223,16 +223,7 @@ fn fresh_sequential_readers_lose_to_weight_raising_below_a_large_burst() {
     let readers = |n: u32| {
         let mut w = empty_workload((0..n).map(|p| stream(10 + p, "fio", 1)).collect());
         w.device.rotational = Some(false);
-        for p in 0..n {
-            let mut prev = None;
-            for k in 0..300u64 {
-                let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
-                    Trigger::AfterCompletion { io, delay: THINK }
-                });
-                let sector = u64::from(p) * 100_000_000 + k * 8;
-                prev = Some(push(&mut w, p, sector, 8, Op::Read, true, t));
-            }
-        }
+        push_sequential_readers(&mut w, 300, 8, 100_000_000, THINK);
         Replayer::new(w, Some(dev.clone()), vec![0, 1]).unwrap()
     };
     let mb = |r: &Replayer, spec: &str| run(r, spec).summary.mb_per_s;
@@ -359,16 +350,7 @@ fn cfq_dependency_cycle_pays_slice_idle_per_io() {
 fn cfq_two_sequential_readers_alternate_whole_slices() {
     let per = 2000u64;
     let mut w = empty_workload(vec![stream(10, "r1", 1), stream(11, "r2", 1)]);
-    for p in 0..2u32 {
-        let mut prev = None;
-        for k in 0..per {
-            let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
-                Trigger::AfterCompletion { io, delay: 0 }
-            });
-            let sector = u64::from(p) * 100_000_000 + k * 64;
-            prev = Some(push(&mut w, p, sector, 64, Op::Read, true, t));
-        }
-    }
+    push_sequential_readers(&mut w, per, 64, 100_000_000, 0);
     let r = replayer(w, flat_disk(8e6, 200_000.0));
     let idling = run(&r, "cfq");
     let slices = idling.summary.duration_s / 0.1;
@@ -423,16 +405,7 @@ fn cfq_settings_are_checked() {
 fn cfq_low_latency_scales_slices_to_the_target_latency() {
     let readers = |n: u32| {
         let mut w = empty_workload((0..n).map(|p| stream(10 + p, "fio", 1)).collect());
-        for p in 0..n {
-            let mut prev = None;
-            for k in 0..400u64 {
-                let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
-                    Trigger::AfterCompletion { io, delay: 0 }
-                });
-                let sector = u64::from(p) * 100_000_000 + k * 64;
-                prev = Some(push(&mut w, p, sector, 64, Op::Read, true, t));
-            }
-        }
+        push_sequential_readers(&mut w, 400, 64, 100_000_000, 0);
         replayer(w, flat_disk(8e6, 200_000.0))
     };
     // The slices set once every reader has been served (the average has caught up).
@@ -493,23 +466,7 @@ fn bfq_raises_only_default_weights_after_5_12() {
         for s in &mut w.streams {
             s.ioprio = ioprio;
         }
-        for p in 0..2u32 {
-            let mut prev = None;
-            for k in 0..50u64 {
-                let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
-                    Trigger::AfterCompletion { io, delay: THINK }
-                });
-                prev = Some(push(
-                    &mut w,
-                    p,
-                    u64::from(p) * 1_000_000 + k * 8,
-                    8,
-                    Op::Read,
-                    true,
-                    t,
-                ));
-            }
-        }
+        push_sequential_readers(&mut w, 50, 8, 1_000_000, THINK);
         replayer(w, flat_disk(SVC, 100_000.0))
     };
     let raises = |r: &Replayer, spec: &str| run(r, spec).decision_counts.raises;
@@ -613,16 +570,7 @@ fn cfq_groups_share_the_disk_by_weight() {
             stream(10, "r1", cgroups[0]),
             stream(11, "r2", cgroups[1]),
         ]);
-        for p in 0..2u32 {
-            let mut prev = None;
-            for k in 0..per {
-                let t = prev.map_or(Trigger::At(u64::from(p) * 1000), |io| {
-                    Trigger::AfterCompletion { io, delay: 0 }
-                });
-                let sector = u64::from(p) * 100_000_000 + k * 64;
-                prev = Some(push(&mut w, p, sector, 64, Op::Read, true, t));
-            }
-        }
+        push_sequential_readers(&mut w, per, 64, 100_000_000, 0);
         replayer(w, flat_disk(8e6, 200_000.0))
     };
     // Sectors served by each reader in the first half of the run, and the groups' charges.
