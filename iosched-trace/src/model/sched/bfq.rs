@@ -38,7 +38,8 @@ use rustc_hash::FxHashMap;
 
 use super::{
     Ctx, Decided, Decision, ExpireReason, IdleOutcome, IdleReason, InjectWhy, RqId, SchedEnv,
-    Scheduler, SettingError, Settings, expired_fifo_head, reposition_sorted,
+    Scheduler, SettingError, Settings, expired_fifo_head, merges_within_own_queue,
+    reposition_sorted,
 };
 
 pub const KEYS: &[&str] = &[
@@ -1232,9 +1233,7 @@ impl Scheduler for Bfq {
     }
 
     fn allow_merge(&self, ctx: &Ctx, rq: RqId, stream: u32, sync: bool) -> bool {
-        // Only into a request of the bio's own queue (`bfq_allow_bio_merge`).
-        let r = &ctx.rqs[rq as usize];
-        r.sync == sync && (!sync || r.stream == stream)
+        merges_within_own_queue(ctx, rq, stream, sync)
     }
 
     fn repositioned(&mut self, ctx: &Ctx, rq: RqId, old_sector: u64) {

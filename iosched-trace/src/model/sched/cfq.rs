@@ -40,7 +40,7 @@ use rustc_hash::FxHashMap;
 
 use super::{
     Ctx, Decided, Decision, ExpireReason, IdleOutcome, IdleReason, RqId, SchedEnv, Scheduler,
-    SettingError, Settings, expired_fifo_head, reposition_sorted,
+    SettingError, Settings, expired_fifo_head, merges_within_own_queue, reposition_sorted,
 };
 
 /// The 4.19 sysfs attributes of CFQ.
@@ -1152,9 +1152,7 @@ impl Scheduler for Cfq {
     }
 
     fn allow_merge(&self, ctx: &Ctx, rq: RqId, stream: u32, sync: bool) -> bool {
-        // `cfq_allow_bio_merge`: a sync bio only into a request of its own process's queue.
-        let r = &ctx.rqs[rq as usize];
-        r.sync == sync && (!sync || r.stream == stream)
+        merges_within_own_queue(ctx, rq, stream, sync)
     }
 
     fn repositioned(&mut self, ctx: &Ctx, rq: RqId, old_sector: u64) {

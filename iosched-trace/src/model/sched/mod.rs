@@ -25,6 +25,14 @@ use crate::event::Op;
 
 pub type RqId = u32;
 
+/// Whether a bio may merge into `rq` under a scheduler with a queue per process: a sync
+/// bio only into a request of its own process's queue (`bfq_allow_bio_merge`, and
+/// `cfq_allow_bio_merge` before it), async only with async.
+pub(crate) fn merges_within_own_queue(ctx: &Ctx, rq: RqId, stream: u32, sync: bool) -> bool {
+    let r = &ctx.rqs[rq as usize];
+    r.sync == sync && (!sync || r.stream == stream)
+}
+
 /// The head of a per-process queue's FIFO if it has expired, looked at once per service
 /// period (`checked`), after dropping heads already dispatched (their `rq_pos` is
 /// `u64::MAX`): `bfq_check_fifo` / `cfq_check_fifo`, which BFQ inherited from CFQ.
