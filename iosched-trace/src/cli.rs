@@ -269,6 +269,10 @@ pub struct RecordArgs {
     /// blk tracer; tracefs settings are restored afterwards).
     #[arg(long)]
     pub sched_log: bool,
+    /// Benchmark only (`cargo xtask bench capture --split`): drain and decode every event,
+    /// store none. What is left of the workload's speed is the cost of the kernel side.
+    #[arg(long, hide = true)]
+    pub discard_events: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -312,6 +316,11 @@ pub struct LiveArgs {
     /// Print notes on optional probes before starting.
     #[arg(short, long)]
     pub verbose: bool,
+    /// Benchmark only (`cargo xtask bench live --split`): drain and decode every event, then
+    /// drop it; the view stays empty. What is left of the workload's speed is the cost of the
+    /// kernel side.
+    #[arg(long, hide = true)]
+    pub discard_events: bool,
 }
 
 impl LiveArgs {
@@ -339,6 +348,7 @@ impl LiveArgs {
             no_plugs: false,
             wakeups: false,
             sched_log: false,
+            discard_events: false,
             verbose: self.verbose,
         };
         let valid = record.validate(sysfs)?;
@@ -358,6 +368,7 @@ impl LiveArgs {
             ring_size: valid.ring_size,
             wakeup_bytes: valid.wakeup,
             verbose: self.verbose,
+            discard_events: self.discard_events,
         })
     }
 }

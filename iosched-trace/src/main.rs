@@ -326,6 +326,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         progress: true,
         command_line: std::env::args().collect(),
         sched_log: args.sched_log,
+        discard_events: args.discard_events,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

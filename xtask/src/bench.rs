@@ -46,13 +46,19 @@ pub struct CaptureArgs {
         allow_hyphen_values = true
     )]
     record_options: Vec<String>,
+    /// Also run, between baseline and recording, a recorder that drains and decodes every
+    /// event but stores none (`record --discard-events`): the split of the cost between the
+    /// kernel side (hooks, programs, ring) and the recorder's storing.
+    #[arg(long)]
+    split: bool,
     #[command(flatten)]
     bin: BinArgs,
 }
 
-/// One baseline + recording pair.
+/// One baseline + recording pair (+ the drain-only run with `--split`).
 struct Run {
     baseline_iops: f64,
+    drain_only_iops: Option<f64>,
     recording_iops: f64,
     events: u64,
     lost: Option<u64>,
@@ -100,6 +106,13 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     let mut runs = Vec::new();
     for i in 1..=args.repeat {
         let run = run_pair(&bin, &loopdev, &trace, args)?;
+        if let Some(drained) = run.drain_only_iops {
+            println!(
+                "run {i}/{}: drain only (events dropped) {drained:.0} IOPS, ratio {:.3}",
+                args.repeat,
+                drained / run.baseline_iops
+            );
+        }
         println!(
             "run {i}/{}: baseline {:.0} IOPS, recording {:.0} IOPS, ratio {:.3}, {} events, lost {}, \
              file {}",
@@ -133,6 +146,19 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
         median_of(|r| r.recording_iops)
     );
     println!("ratio:            {ratio:.3}{of}");
+    if args.split {
+        let drained = median(
+            runs.iter()
+                .filter_map(|r| Some(r.drain_only_iops? / r.baseline_iops))
+                .collect(),
+        );
+        println!(
+            "drain-only ratio: {drained:.3}{of}: the kernel side and the drain cost {:.3} of \
+             baseline, storing the events {:.3}",
+            1.0 - drained,
+            drained - ratio
+        );
+    }
     println!(
         "events recorded:  {events:.0}{of}, {:.0} events/s",
         events / f64::from(args.runtime)
@@ -164,6 +190,21 @@ fn run_pair(
 ) -> anyhow::Result<Run> {
     let runtime = args.runtime;
     let baseline_iops = fio(loopdev.dev(), runtime).context("baseline fio run")?;
+    let drain_only_iops = if args.split {
+        let mut options = args.record_options.clone();
+        options.push("--discard-events".into());
+        let mut recorder = Recorder::start_with(bin, loopdev, trace, &options)?;
+        recorder.wait_ready(READY_TIMEOUT)?;
+        let iops = fio(loopdev.dev(), runtime).context("fio run while draining only")?;
+        let status = recorder.stop()?;
+        if !status.success() {
+            bail!("the drain-only recorder exited with {status} after SIGINT");
+        }
+        fs::remove_file(trace).with_context(|| format!("removing {}", trace.display()))?;
+        Some(iops)
+    } else {
+        None
+    };
 
     let mut recorder = Recorder::start_with(bin, loopdev, trace, &args.record_options)?;
     recorder.wait_ready(READY_TIMEOUT)?;
@@ -187,6 +228,7 @@ fn run_pair(
     fs::remove_file(trace).with_context(|| format!("removing {}", trace.display()))?;
     Ok(Run {
         baseline_iops,
+        drain_only_iops,
         recording_iops,
         events: stats.events,
         lost: stats.lost,
@@ -259,6 +301,11 @@ pub struct LiveArgs {
     /// Baseline/live pairs to run; the verdict uses the median ratio.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     repeat: u32,
+    /// Also run, between baseline and live, a collector that drains and decodes every event
+    /// but drops it (`live --discard-events`): the split of the cost between the kernel side
+    /// and the view's aggregation.
+    #[arg(long)]
+    split: bool,
     #[command(flatten)]
     bin: BinArgs,
 }
@@ -289,9 +336,23 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
         args.repeat
     );
     let mut ratios = Vec::new();
+    let mut drained_ratios = Vec::new();
     for i in 1..=args.repeat {
         let baseline = fio(loopdev.dev(), args.runtime).context("baseline fio run")?;
-        let live = LiveChild::start(&bin, &loopdev)?;
+        if args.split {
+            let live = LiveChild::start(&bin, &loopdev, &["--discard-events"])?;
+            let drained = fio(loopdev.dev(), args.runtime).context("fio run, drain only")?;
+            let lost = live.stop()?;
+            scratch::check_interrupted()?;
+            println!(
+                "run {i}/{}: drain only (events dropped) {drained:.0} IOPS, ratio {:.3}, lost \
+                 events {lost}",
+                args.repeat,
+                drained / baseline
+            );
+            drained_ratios.push(drained / baseline);
+        }
+        let live = LiveChild::start(&bin, &loopdev, &[])?;
         let watched = fio(loopdev.dev(), args.runtime).context("fio run with live")?;
         let lost = live.stop()?;
         scratch::check_interrupted()?;
@@ -305,10 +366,17 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     }
     let ratio = median(ratios);
     let pass = ratio >= LIVE_MIN_RATIO;
-    println!(
-        "ratio:            {ratio:.3}{}",
-        if args.repeat > 1 { " (median)" } else { "" }
-    );
+    let of = if args.repeat > 1 { " (median)" } else { "" };
+    println!("ratio:            {ratio:.3}{of}");
+    if args.split {
+        let drained = median(drained_ratios);
+        println!(
+            "drain-only ratio: {drained:.3}{of}: the kernel side and the drain cost {:.3} of \
+             baseline, the view's aggregation {:.3}",
+            1.0 - drained,
+            drained - ratio
+        );
+    }
     println!(
         "target (ratio >= {LIVE_MIN_RATIO}): {}",
         if pass { "PASS" } else { "FAIL" }
@@ -328,10 +396,11 @@ struct LiveChild {
 
 impl LiveChild {
     /// Starts it and waits for its first interval (programs attached and draining).
-    fn start(bin: &Path, dev: &LoopDevice) -> anyhow::Result<LiveChild> {
+    fn start(bin: &Path, dev: &LoopDevice, extra: &[&str]) -> anyhow::Result<LiveChild> {
         use std::io::BufRead as _;
         let mut child = Command::new(bin)
             .args(["live", "--batch", "--interval", "1", "-d", dev.name()])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .spawn()

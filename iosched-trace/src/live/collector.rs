@@ -47,6 +47,8 @@ pub struct CollectorConfig {
     pub ring_size: u32,
     pub wakeup_bytes: u64,
     pub verbose: bool,
+    /// Drop every drained event instead of building intervals from it (benchmark only).
+    pub discard_events: bool,
 }
 
 /// What the collector sends.
@@ -176,7 +178,8 @@ async fn collect(
     // As `record` does: the kernel's own completion counters, against the events.
     let mut tally = CompletionTally::start(&config.disks);
     let _ = ready.send(Ok(capture.skipped.clone()));
-    if let Err(e) = run(&mut capture, &mut builder, &mut tally, &tx, &stop).await {
+    let discard = config.discard_events;
+    if let Err(e) = run(&mut capture, &mut builder, &mut tally, &tx, &stop, discard).await {
         let _ = tx.send(Message::Failed(e.to_string()));
     }
 }
@@ -187,6 +190,7 @@ async fn run(
     tally: &mut CompletionTally,
     tx: &SyncSender<Message>,
     stop: &AtomicBool,
+    discard: bool,
 ) -> anyhow::Result<()> {
     let mut batch = Vec::with_capacity(1 << 14);
     let mut reorder = Reorder::default();
@@ -195,7 +199,9 @@ async fn run(
         capture.next_batch(&mut batch, DRAIN_EVERY).await?;
         for ev in batch.drain(..) {
             tally.event(&ev);
-            reorder.push(ev);
+            if !discard {
+                reorder.push(ev);
+            }
         }
         let watermark = ClockBase::now()
             .monotonic_ns

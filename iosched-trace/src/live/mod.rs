@@ -38,6 +38,8 @@ pub struct LiveConfig {
     pub ring_size: u32,
     pub wakeup_bytes: u64,
     pub verbose: bool,
+    /// Drop every drained event (`--discard-events`, benchmark only).
+    pub discard_events: bool,
 }
 
 /// Runs the view (or the batch output) until `q`, the count, or the end of the capture.
@@ -55,6 +57,7 @@ pub fn run(config: LiveConfig) -> anyhow::Result<()> {
         ring_size: config.ring_size,
         wakeup_bytes: config.wakeup_bytes,
         verbose: config.verbose,
+        discard_events: config.discard_events,
     })?;
     if config.verbose {
         for (program, why) in &collector.skipped {
