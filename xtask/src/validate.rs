@@ -4,7 +4,9 @@
 //! - cross-prediction: the `none` recording replayed under every other run's scheduler and
 //!   tunables, beside that run's recording (throughput, mean Q2C, idling waste);
 //! - self-consistency: every recording replayed under the configuration it was recorded
-//!   with (target: throughput within 10%, mean Q2C within 15%).
+//!   with (target: throughput within 10%, mean Q2C within 15%);
+//! - explain: every recording's findings, and each what-if that another run of the scenario
+//!   recorded for real, its estimated effect beside the measured one (target: within 25%).
 //!
 //! `--from DIR` validates recordings kept earlier (`DIR/NAME/LABEL.istrace`, as
 //! `scenario --keep` or `validate --keep` leave them) without running anything, and needs
@@ -17,6 +19,7 @@ use clap::Args;
 use iosched_testbed::scenario::{
     self, RunOptions, Tools,
     validate::{self, Replayed},
+    whatif,
 };
 
 use crate::{BinArgs, cmd, disk, scratch};
@@ -68,6 +71,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
     };
     let mut cross_rows = Vec::new();
     let mut self_rows = Vec::new();
+    let mut explain_rows = Vec::new();
     for name in names {
         let base = scenario::by_name(name).context("unknown scenario")?;
         let (planned, groups) = validate::plan(&base);
@@ -135,9 +139,52 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                 });
             }
         }
+        for run in &planned.runs {
+            let f = file(&run.label);
+            if !f.is_file() {
+                continue;
+            }
+            let recorded_mb_s = |label: &str| {
+                self_rows
+                    .iter()
+                    .find(|row| row.scenario == name && row.label == label)
+                    .map(|row| row.r.recorded.mb_per_s)
+            };
+            let explained = whatif::explain(&trace_bin, &f)?;
+            let mut checks = Vec::new();
+            for e in explained
+                .findings
+                .iter()
+                .filter_map(|f| f.estimate.as_ref())
+            {
+                for real in whatif::realising_runs(&planned.runs, run, &e.what_if) {
+                    let (Some(est), Some(fixed), Some(base)) = (
+                        e.factor(),
+                        recorded_mb_s(&real.label),
+                        recorded_mb_s(&run.label),
+                    ) else {
+                        continue;
+                    };
+                    checks.push(WhatIfCheck {
+                        what_if: e.what_if.clone(),
+                        real: real.label.clone(),
+                        estimated: est,
+                        measured: fixed / base,
+                    });
+                }
+            }
+            explain_rows.push(ExplainRow {
+                scenario: name,
+                label: run.label.clone(),
+                causes: explained.findings.iter().map(|f| f.cause.clone()).collect(),
+                verdict: explained.verdict,
+                checks,
+            });
+        }
     }
     print_cross(&cross_rows);
     print_self(&self_rows);
+    print_explain(&explain_rows);
     if let Some(keep) = &args.keep {
         eprintln!("validate: recordings kept in {}", keep.display());
     }
@@ -252,6 +299,66 @@ fn print_self(rows: &[Row<'_>]) {
         );
     }
     println!("\n{within} of {n} recordings within both targets");
+}
+
+struct ExplainRow<'a> {
+    scenario: &'a str,
+    label: String,
+    causes: Vec<String>,
+    verdict: String,
+    checks: Vec<WhatIfCheck>,
+}
+
+/// A what-if of `explain` that another run recorded: the effects as factors (throughput
+/// under the fix over throughput as recorded).
+struct WhatIfCheck {
+    what_if: String,
+    real: String,
+    estimated: f64,
+    measured: f64,
+}
+
+fn print_explain(rows: &[ExplainRow<'_>]) {
+    println!(
+        "\nexplain: each recording's findings in rank order, and each what-if another run \
+         recorded for real: estimated vs measured effect (throughput under the fix / as \
+         recorded; error = estimated/measured - 1; ! = beyond {CROSS_TARGET}%)\n"
+    );
+    println!(
+        "{:<21} {:<20} {:<44} {:<26} {:<20} {:>7} {:>7} {:>8}",
+        "scenario", "recording", "causes", "what-if", "measured by", "est. x", "meas. x", "err"
+    );
+    let (mut n, mut within) = (0, 0);
+    for row in rows {
+        let causes = if row.causes.is_empty() {
+            format!("none ({})", row.verdict.split(':').next().unwrap_or(""))
+        } else {
+            row.causes.join(",")
+        };
+        if row.checks.is_empty() {
+            println!("{:<21} {:<20} {causes}", row.scenario, row.label);
+        }
+        for c in &row.checks {
+            let err = validate::rel_err_pct(c.estimated, c.measured);
+            n += 1;
+            if err.abs() <= CROSS_TARGET {
+                within += 1;
+            }
+            println!(
+                "{:<21} {:<20} {:<44} {:<26} {:<20} {:>7.2} {:>7.2} {:>+6.0}%{}",
+                row.scenario,
+                row.label,
+                causes,
+                c.what_if,
+                c.real,
+                c.estimated,
+                c.measured,
+                err,
+                mark(err, CROSS_TARGET)
+            );
+        }
+    }
+    println!("\n{within} of {n} recorded what-ifs estimated within {CROSS_TARGET}%");
 }
 
 /// A scratch directory for recordings nobody asked to keep, removed on drop.

@@ -11,6 +11,7 @@
 pub mod runner;
 pub mod summary;
 pub mod validate;
+pub mod whatif;
 
 use std::fmt;
 

@@ -217,8 +217,13 @@ pub fn explain(
                 });
                 continue;
             }
+            // Idling the model finds harmless is kept as evidence only when the idle timer
+            // fired with nothing to do while another process could have used the disk: with
+            // one process there is no one else to wait (a lone reader under BFQ idles
+            // thousands of times for nothing lost).
+            let alone = w.streams.len() < 2;
             if share < 0.05
-                || ((timer_waste == 0 || base.decision_counts.wakers > 0)
+                || ((timer_waste == 0 || base.decision_counts.wakers > 0 || alone)
                     && est.change_pct < MIN_EFFECT_PCT)
             {
                 continue;

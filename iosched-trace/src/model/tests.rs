@@ -209,6 +209,45 @@ fn explain_says_plainly_when_nothing_is_wrong() {
     assert!(e.verdict.starts_with("nothing is wrong"), "{e:#?}");
 }
 
+/// A lone sequential reader under BFQ: BFQ idles after each of its requests for the next one,
+/// and every 50th request the reader pauses longer than slice_idle, so the timer fires with
+/// nothing to do. That costs nothing, since no other process waits. Not a finding.
+#[test]
+fn idling_on_a_lone_reader_is_not_a_finding() {
+    let dev = flat_disk(SVC, 100_000.0);
+    let mut w = empty_workload(vec![stream(10, "fio", 1)]);
+    w.device.rotational = Some(true);
+    let mut prev = None;
+    // ~20 s: longer than weight raising lasts, after which BFQ idles for throughput.
+    for k in 0..10_000u64 {
+        let delay = if k % 50 == 49 { 20_000_000 } else { 200_000 };
+        let t = prev.map_or(Trigger::At(0), |io| Trigger::AfterCompletion { io, delay });
+        prev = Some(push(&mut w, 0, k * 256, 256, Op::Read, true, t));
+    }
+    let events = super::scenarios::trace(&w, &dev, SchedKind::Bfq, &Settings::default()).unwrap();
+    let info = w.device.clone();
+    let mut src = MemorySource::new(vec![info.clone()], events.clone());
+    let extracted = workload::extract(&mut src, None).unwrap();
+    let r = Replayer::new(extracted, None, vec![0, 1]).unwrap();
+    let mut src = MemorySource::new(vec![info], events);
+    let (recorded, report) =
+        super::replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    // The premise: the model does idle on it, for a real share of the run.
+    let base = r.run(&r.recorded_config().unwrap()).unwrap();
+    let (n, idle_ns, _) = super::replay::idle_episodes(&base.decisions, 0);
+    assert!(n >= 100, "idled {n} times");
+    assert!(
+        idle_ns as f64 >= 0.05 * base.summary.duration_s * 1e9,
+        "{idle_ns} ns"
+    );
+    let e = explain::explain(&r, &recorded, &report).unwrap();
+    assert!(
+        e.findings.iter().all(|f| !f.cause.starts_with("idling")),
+        "{e:#?}"
+    );
+    assert!(e.verdict.starts_with("nothing is wrong"), "{e:#?}");
+}
+
 /// Seed 000 (bfq-mq vs cfq, 2017): N sequential readers started together on a device with
 /// internal parallelism. With the 4.12 rules every new queue is weight-raised and BFQ idles on
 /// it, serving one reader at a time; from 8 readers on they form a large burst, are not

@@ -1,0 +1,227 @@
+//! `explain`'s what-ifs against the test bed (`cargo xtask validate`, third table).
+//!
+//! `iosched-trace explain` names causes and, for each, estimates with the model what a fix
+//! would do ("mq-deadline:nomerges=0 would move this workload 61% faster"). A scenario often
+//! recorded that fix for real: the same workload under the fix's scheduler and tunables. This
+//! module finds those runs, so the estimated effect can be set beside the measured one.
+//!
+//! Owns: reading explain's findings, matching a what-if to runs. Must not: judge (the
+//! caller prints the errors against its target).
+
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+};
+
+use serde_json::Value;
+
+use super::{Run, ScenarioError};
+
+/// One finding of `explain --json`, with its estimate when it has one.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    pub cause: String,
+    pub title: String,
+    pub estimate: Option<Estimate>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Estimate {
+    /// The model configuration of the fix, as `replay --sched` spells it.
+    pub what_if: String,
+    /// Throughput as recorded and as predicted under the fix (same scope: the affected
+    /// processes, or the device), MB/s.
+    pub measured_mb_s: f64,
+    pub predicted_mb_s: f64,
+}
+
+impl Estimate {
+    /// Predicted throughput over recorded: the effect, as a factor.
+    pub fn factor(&self) -> Option<f64> {
+        (self.measured_mb_s > 0.0).then(|| self.predicted_mb_s / self.measured_mb_s)
+    }
+}
+
+/// What `explain --json` says about one recording.
+#[derive(Clone, Debug)]
+pub struct Explained {
+    pub verdict: String,
+    pub findings: Vec<Finding>,
+}
+
+/// `iosched-trace explain FILE --json`.
+pub fn explain(trace_bin: &Path, file: &Path) -> Result<Explained, ScenarioError> {
+    let out = Command::new(trace_bin)
+        .arg("explain")
+        .arg(file)
+        .arg("--json")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| ScenarioError::Io {
+            what: format!("running {}", trace_bin.display()),
+            err,
+        })?;
+    let bad = |err: String| ScenarioError::Report {
+        path: file.to_owned(),
+        err,
+    };
+    if !out.status.success() {
+        return Err(bad(format!(
+            "explain: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| bad(e.to_string()))?;
+    parse(&v).ok_or_else(|| bad("explain --json: no `findings` array".into()))
+}
+
+fn parse(v: &Value) -> Option<Explained> {
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    let findings = v
+        .get("findings")?
+        .as_array()?
+        .iter()
+        .map(|f| Finding {
+            cause: text(f, "cause"),
+            title: text(f, "title"),
+            estimate: f.get("estimate").filter(|e| !e.is_null()).map(|e| {
+                let num = |k: &str| e.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+                Estimate {
+                    what_if: text(e, "what_if"),
+                    measured_mb_s: num("measured_mb_s"),
+                    predicted_mb_s: num("predicted_mb_s"),
+                }
+            }),
+        })
+        .collect();
+    Some(Explained {
+        verdict: text(v, "verdict"),
+        findings,
+    })
+}
+
+/// A model configuration: `bfq`, `mq-deadline:nomerges=0`, `bfq:slice_idle=0,low_latency=0`.
+/// `None` for text that is not one (explain also phrases conditional what-ifs in words).
+fn parse_spec(spec: &str) -> Option<(&str, Vec<(&str, &str)>)> {
+    let (sched, rest) = spec.split_once(':').unwrap_or((spec, ""));
+    if sched.is_empty() || sched.contains(char::is_whitespace) {
+        return None;
+    }
+    let pairs = rest
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.split_once('='))
+        .collect::<Option<Vec<_>>>()?;
+    Some((sched, pairs))
+}
+
+/// The runs among `runs` that realise the what-if `spec` applied to the run `from`: the same
+/// workload, the fix's scheduler, every tunable the fix sets at the fix's value, and the queue
+/// settings outside `iosched/` (nomerges...) as `from` had them unless the fix sets them.
+/// Scheduler tunables the fix does not name are left free, so several runs can match
+/// (`bfq` is realised by both `bfq-ll0-4j` and `bfq-ll1-4j`). A fix the test bed cannot
+/// set (the model's `kernel=5.2`, `own_group=dd`) matches nothing.
+pub fn realising_runs<'a>(runs: &'a [Run], from: &Run, spec: &str) -> Vec<&'a Run> {
+    let Some((sched, fix)) = parse_spec(spec) else {
+        return Vec::new();
+    };
+    let setting = |run: &Run, key: &str| -> Option<String> {
+        run.settings
+            .iter()
+            .find(|(k, _)| *k == key || k.strip_prefix("iosched/") == Some(key))
+            .map(|(_, v)| v.clone())
+    };
+    let queue_settings = |run: &Run| -> Vec<(&'static str, String)> {
+        let mut q: Vec<_> = run
+            .settings
+            .iter()
+            .filter(|(k, _)| !k.starts_with("iosched/") && !fix.iter().any(|(f, _)| f == k))
+            .cloned()
+            .collect();
+        q.sort();
+        q
+    };
+    runs.iter()
+        .filter(|r| r.label != from.label)
+        .filter(|r| r.scheduler == sched && r.workload.to_string() == from.workload.to_string())
+        .filter(|r| {
+            fix.iter()
+                .all(|(k, v)| setting(r, k).as_deref() == Some(*v))
+        })
+        .filter(|r| queue_settings(r) == queue_settings(from))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{by_name, validate::plan};
+
+    fn labels(runs: Vec<&Run>) -> Vec<&str> {
+        runs.iter().map(|r| r.label.as_str()).collect()
+    }
+
+    #[test]
+    fn a_what_if_finds_the_runs_that_recorded_it() {
+        let (s, _) = plan(&by_name("tiny-seq-writes").unwrap());
+        let from = s
+            .runs
+            .iter()
+            .find(|r| r.label == "dl-qd256-nomerges2")
+            .unwrap();
+        assert_eq!(
+            labels(realising_runs(&s.runs, from, "mq-deadline:nomerges=0")),
+            ["dl-qd256-nomerges0"]
+        );
+        // Another scheduler with the queue settings kept: the same queue depth and nomerges.
+        assert_eq!(
+            labels(realising_runs(&s.runs, from, "bfq")),
+            ["bfq-qd256-nomerges2"]
+        );
+        let (s, _) = plan(&by_name("multi-reader").unwrap());
+        let from = s.runs.iter().find(|r| r.label == "mq-deadline-4j").unwrap();
+        let mut bfq = labels(realising_runs(&s.runs, from, "bfq"));
+        bfq.sort_unstable();
+        assert_eq!(bfq, ["bfq-ll0-4j", "bfq-ll1-4j"]);
+        assert_eq!(
+            labels(realising_runs(&s.runs, from, "bfq:low_latency=0")),
+            ["bfq-ll0-4j"]
+        );
+        let s = by_name("single-reader-idle").unwrap();
+        let from = s.runs.iter().find(|r| r.label == "bfq-idle8").unwrap();
+        assert_eq!(
+            labels(realising_runs(&s.runs, from, "bfq:slice_idle=0")),
+            ["bfq-idle0"]
+        );
+    }
+
+    #[test]
+    fn what_ifs_the_test_bed_cannot_set_match_nothing() {
+        let (s, _) = plan(&by_name("dsync-journal").unwrap());
+        let from = s.runs.iter().find(|r| r.scheduler == "bfq").unwrap();
+        assert!(realising_runs(&s.runs, from, "bfq:kernel=5.2").is_empty());
+        assert!(realising_runs(&s.runs, from, "mq-deadline, if dd keeps 64 in flight").is_empty());
+        // The run itself is no realisation of a fix.
+        assert!(realising_runs(&s.runs, from, "bfq").is_empty());
+    }
+
+    #[test]
+    fn findings_and_estimates_are_read_from_explains_json() {
+        let v: Value = serde_json::json!({
+            "verdict": "1 finding(s)",
+            "findings": [
+                {"cause": "missing_merges", "title": "t", "evidence": [],
+                 "estimate": {"what_if": "mq-deadline:nomerges=0", "measured_mb_s": 10.0,
+                              "predicted_mb_s": 15.0, "change_pct": 50.0}},
+                {"cause": "seek_bound", "title": "s", "evidence": [], "estimate": null}
+            ]
+        });
+        let e = parse(&v).unwrap();
+        assert_eq!(e.findings.len(), 2);
+        let est = e.findings[0].estimate.as_ref().unwrap();
+        assert_eq!(est.what_if, "mq-deadline:nomerges=0");
+        assert_eq!(est.factor(), Some(1.5));
+        assert!(e.findings[1].estimate.is_none());
+        assert!(parse(&serde_json::json!({"verdict": "x"})).is_none());
+    }
+}
