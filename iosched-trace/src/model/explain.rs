@@ -50,6 +50,8 @@ pub struct Explanation {
     /// Time-bounded processes the replays continued to their end (the what-ifs compare
     /// throughput over the recorded duration).
     pub continued: Option<replay::ContinuedNote>,
+    /// Throttling the trace shows (wbt's Q->G waits, Kyber's throttled domains), measured.
+    pub throttling: super::throttle::Throttling,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -363,6 +365,11 @@ pub fn explain(
         }
     }
 
+    findings.extend(wbt_throttling(r, &base_cfg, &base, recorded)?);
+    if base_cfg.sched == SchedKind::Kyber {
+        findings.extend(kyber_throttling(r, &base_cfg, &base, recorded)?);
+    }
+
     // Seek-bound: positioning's share of the device's time.
     if let Some(share) = positioning_share(r)
         && share > 0.5
@@ -462,6 +469,7 @@ pub fn explain(
         },
         findings,
         verdict,
+        throttling: w.throttle.clone(),
     })
 }
 
@@ -698,4 +706,311 @@ fn cfq_idling(r: &Replayer, base: &Run, recorded: &Summary) -> Result<Vec<Findin
         });
     }
     Ok(findings)
+}
+
+/// Throttle waits below these are noise (a Q->G stretched by preemption that happened to
+/// span a completion), not throttling worth a finding.
+const MIN_THROTTLED: u64 = 5;
+const MIN_THROTTLED_NS: u64 = 1_000_000;
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// `0.12-0.50 s, 1.20-1.31 s, ... (N in all)`.
+fn intervals_text(iv: &[(u64, u64)]) -> String {
+    let mut parts: Vec<String> = iv
+        .iter()
+        .take(5)
+        .map(|(a, b)| format!("{:.3}-{:.3} s", *a as f64 / 1e9, *b as f64 / 1e9))
+        .collect();
+    if iv.len() > 5 {
+        parts.push(format!("... ({} periods in all)", iv.len()));
+    }
+    parts.join(", ")
+}
+
+fn sufferers_text(w: &super::throttle::Waits) -> String {
+    let mut parts: Vec<String> = w
+        .processes
+        .iter()
+        .take(4)
+        .map(|p| {
+            format!(
+                "{}({}) {} x, {:.1} ms",
+                p.comm,
+                p.pid,
+                p.count,
+                ms(p.total_ns)
+            )
+        })
+        .collect();
+    if w.processes.len() > 4 {
+        parts.push(format!("{} more", w.processes.len() - 4));
+    }
+    parts.join("; ")
+}
+
+/// The throttle's effect: `with` replays the recording with the throttle as the trace
+/// shows it, `without` with it relaxed; measured numbers scaled by their ratio, for the
+/// processes that waited. The other processes' change is told as evidence: relaxing a
+/// throttle that protects them can cost them.
+fn throttle_estimate(
+    with: &Run,
+    without: &Run,
+    recorded: &Summary,
+    waited: &[u32],
+    w: &super::workload::Workload,
+    without_label: String,
+) -> (Estimate, Option<String>) {
+    let mut est = estimate(without, with, recorded, waited);
+    est.what_if = without_label;
+    let others: Vec<u32> = w
+        .streams
+        .iter()
+        .map(|s| s.pid)
+        .filter(|p| !waited.contains(p))
+        .collect();
+    let note = (!others.is_empty()).then(|| {
+        let o = estimate(without, with, recorded, &others);
+        let p99 = |run: &Run| {
+            run.summary
+                .processes
+                .iter()
+                .filter(|p| others.contains(&p.pid))
+                .map(|p| p.q2c_p99_ms)
+                .fold(0.0, f64::max)
+        };
+        format!(
+            "model: the other processes get {:.3} MB/s instead of {:.3} ({:+.0}%), their worst \
+             p99 Q2C {:.1} ms instead of {:.1}",
+            o.predicted_mb_s,
+            o.measured_mb_s,
+            o.change_pct,
+            p99(without),
+            p99(with)
+        )
+    });
+    (est, note)
+}
+
+/// Writeback throttling: buffered writes that waited between Q and G with requests free.
+fn wbt_throttling(
+    r: &Replayer,
+    base_cfg: &Config,
+    base: &Run,
+    recorded: &Summary,
+) -> Result<Option<Finding>, ReplayError> {
+    let w = &r.workload;
+    let wbt = &w.throttle.wbt;
+    let waits = &wbt.waits;
+    if waits.count < MIN_THROTTLED || waits.total_ns < MIN_THROTTLED_NS {
+        return Ok(None);
+    }
+    let limit = wbt.limit_seen.max(1);
+    let mut with_cfg = base_cfg.clone();
+    with_cfg
+        .settings
+        .0
+        .insert("wbt_limit".into(), limit.to_string());
+    with_cfg.label = format!(
+        "{} with wbt (at most {limit} buffered writes)",
+        base_cfg.label
+    );
+    let with = r.run(&with_cfg)?;
+    let without = base;
+    let label = format!(
+        "{} without wbt (queue/wbt_lat_usec=0)",
+        base_cfg.sched.name()
+    );
+    let waited: Vec<u32> = waits.processes.iter().map(|p| p.pid).collect();
+    let (est, others) = throttle_estimate(&with, without, recorded, &waited, w, label);
+    let mut evidence = vec![
+        format!(
+            "trace: {} buffered-write bios waited between Q and G (rq_qos_throttle, before \
+             their request was allocated) while requests were free (at most {} may exist): \
+             {:.1} ms in all, p99 {:.2} ms, max {:.2} ms",
+            waits.count,
+            wbt.requests_cap,
+            ms(waits.total_ns),
+            ms(waits.p99_ns),
+            ms(waits.max_ns)
+        ),
+        format!("trace: when: {}", intervals_text(&waits.intervals)),
+        format!("trace: who waited: {}", sufferers_text(waits)),
+        format!(
+            "trace: at most {limit} buffered writes held requests when a waiting one got its \
+             own: wbt's limit as the trace shows it{}",
+            if wbt.tag_bound > 0 {
+                format!(
+                    "; {} more Q->G waits of buffered writes came with every request in use \
+                     (tag waits, not counted)",
+                    wbt.tag_bound
+                )
+            } else {
+                String::new()
+            }
+        ),
+    ];
+    let steps = &w.throttle.wbt_steps;
+    if let (Some(lo), Some(hi)) = (
+        steps.iter().min_by_key(|s| s.max),
+        steps.iter().max_by_key(|s| s.step),
+    ) {
+        evidence.push(format!(
+            "trace: {} wbt_step events: scale step up to {}, limits down to background {} / \
+             normal {} / max {}, window {} µs",
+            steps.len(),
+            hi.step,
+            lo.background,
+            lo.normal,
+            lo.max,
+            lo.window_us
+        ));
+    }
+    evidence.push(format!(
+        "tunable: /sys/block/{}/queue/wbt_lat_usec (wbt's read-latency target: 0 turns wbt \
+         off, a larger one throttles less)",
+        w.device.name
+    ));
+    evidence.push(format!(
+        "model: the replay as recorded plus a wbt limit of {limit} gives the waiting \
+         processes {:.3} MB/s; without wbt {:.3} MB/s",
+        mb_s(&with.summary, &waited),
+        mb_s(&without.summary, &waited)
+    ));
+    evidence.extend(others);
+    Ok(Some(Finding {
+        cause: "wbt_throttling",
+        title: format!(
+            "writeback throttling (wbt) held {} buffered writes of {} before their requests \
+             were allocated: {:.1} ms of waiting, p99 {:.2} ms",
+            waits.count,
+            waits
+                .processes
+                .first()
+                .map_or_else(String::new, |p| format!("{}({})", p.comm, p.pid)),
+            ms(waits.total_ns),
+            ms(waits.p99_ns)
+        ),
+        evidence,
+        estimate: Some(est),
+    }))
+}
+
+/// Kyber: requests that waited in a domain whose tokens had run out.
+fn kyber_throttling(
+    r: &Replayer,
+    base_cfg: &Config,
+    base: &Run,
+    recorded: &Summary,
+) -> Result<Option<Finding>, ReplayError> {
+    use super::throttle::{KYBER_DEPTH, KYBER_DOMAINS};
+    let w = &r.workload;
+    let domains: Vec<&super::throttle::KyberDomain> = w
+        .throttle
+        .kyber
+        .iter()
+        .filter(|d| d.waits.count >= MIN_THROTTLED && d.waits.total_ns >= MIN_THROTTLED_NS)
+        .collect();
+    if domains.is_empty() {
+        return Ok(None);
+    }
+    let mut with_cfg = base_cfg.clone();
+    let mut depths = Vec::new();
+    for d in &domains {
+        if let Some(depth) = d.depth_at_throttle {
+            with_cfg
+                .settings
+                .0
+                .insert(format!("{}_depth", d.name), depth.to_string());
+            depths.push(format!("{} {depth}", d.name));
+        }
+    }
+    with_cfg.label = format!("{} with depths {}", base_cfg.label, depths.join(", "));
+    let with = r.run(&with_cfg)?;
+    let without = base;
+    let label = format!(
+        "kyber at its initial depths ({})",
+        domains
+            .iter()
+            .map(|d| {
+                let k = KYBER_DOMAINS.iter().position(|n| *n == d.name).unwrap_or(3);
+                format!("{} {}", d.name, KYBER_DEPTH[k])
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut waited: Vec<u32> = domains
+        .iter()
+        .flat_map(|d| d.waits.processes.iter().map(|p| p.pid))
+        .collect();
+    waited.sort_unstable();
+    waited.dedup();
+    let (est, others) = throttle_estimate(&with, without, recorded, &waited, w, label);
+    let mut evidence = Vec::new();
+    for d in &domains {
+        evidence.push(format!(
+            "trace: {} kyber_throttled events for the {} domain; {} of its requests waited \
+             between I and D while its tokens were out: {:.1} ms in all, p99 {:.2} ms, max \
+             {:.2} ms",
+            d.throttled_events,
+            d.name,
+            d.waits.count,
+            ms(d.waits.total_ns),
+            ms(d.waits.p99_ns),
+            ms(d.waits.max_ns)
+        ));
+        evidence.push(format!(
+            "trace: {} depth {}; when: {}; who waited: {}",
+            d.name,
+            match (d.depth_range, d.depth_at_throttle) {
+                (Some((lo, hi)), Some(at)) =>
+                    format!("set by kyber_adjust between {lo} and {hi}, {at} at most throttles"),
+                (_, Some(at)) => format!("{at} at the throttles (no kyber_adjust seen)"),
+                _ => "unknown".to_string(),
+            },
+            intervals_text(&d.waits.intervals),
+            sufferers_text(&d.waits)
+        ));
+    }
+    let lat = |k: &str| {
+        w.device
+            .iosched
+            .get(k)
+            .map_or_else(|| "?".to_string(), |v| v.trim().to_string())
+    };
+    evidence.push(format!(
+        "tunable: /sys/block/{}/queue/iosched/read_lat_nsec ({}) and write_lat_nsec ({}): \
+         Kyber shrinks a domain's depth when latencies exceed them; larger targets throttle \
+         less",
+        w.device.name,
+        lat("read_lat_nsec"),
+        lat("write_lat_nsec")
+    ));
+    evidence.push(format!(
+        "model: Kyber held at those depths gives the waiting processes {:.3} MB/s; at its \
+         initial depths {:.3} MB/s",
+        mb_s(&with.summary, &waited),
+        mb_s(&without.summary, &waited)
+    ));
+    evidence.extend(others);
+    let total: u64 = domains.iter().map(|d| d.waits.count).sum();
+    let total_ns: u64 = domains.iter().map(|d| d.waits.total_ns).sum();
+    Ok(Some(Finding {
+        cause: "kyber_throttling",
+        title: format!(
+            "Kyber throttled the {} domain{}: {total} requests waited for a token, {:.1} ms \
+             in all",
+            domains
+                .iter()
+                .map(|d| d.name)
+                .collect::<Vec<_>>()
+                .join(" and "),
+            if domains.len() > 1 { "s" } else { "" },
+            ms(total_ns)
+        ),
+        evidence,
+        estimate: Some(est),
+    }))
 }

@@ -500,6 +500,7 @@ pub const SIM_KEYS: &[&str] = &[
     "max_sectors_kb",
     "own_group",
     "iodepth",
+    "wbt_limit",
     super::continuation::KEY,
 ];
 
