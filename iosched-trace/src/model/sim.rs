@@ -51,6 +51,9 @@ pub struct SimConfig {
     /// that finds them all in use sleeps before its request is allocated (`rq_qos_throttle`,
     /// between Q and G), and its process with it. `None`: no wbt (the models' default).
     pub wbt_limit: Option<u32>,
+    /// wbt wakes its sleepers only once every tracked request has completed (the kernel's
+    /// rule on a device with a volatile write cache), not as soon as one is below the limit.
+    pub wbt_drain: bool,
     /// Write events for the report (off for speed measurements).
     pub emit: bool,
 }
@@ -64,6 +67,7 @@ impl Default for SimConfig {
             iodepth: None,
             max_sectors: 2560,
             wbt_limit: None,
+            wbt_drain: false,
             emit: true,
         }
     }
@@ -605,6 +609,9 @@ impl<'a> Sim<'a> {
     /// Wakes bios asleep in wbt while the limit lets them through (and requests are free):
     /// as [`Sim::unblock`].
     fn unblock_wbt(&mut self) {
+        if self.cfg.wbt_drain && self.tracked_live > 0 {
+            return;
+        }
         while let Some(&(i, queued)) = self.wbt_asleep.front() {
             let io = self.w.ios[i as usize];
             let s = io.stream as usize;

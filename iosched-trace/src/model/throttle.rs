@@ -65,9 +65,14 @@ pub struct WbtWaits {
     pub tag_bound: u64,
     /// Requests that may exist at once (`nr_requests`, or the most the trace had).
     pub requests_cap: u32,
-    /// Most tracked writes holding a request when a waiting one got its own (itself
-    /// included): the throttle's limit at its loosest, as the trace shows it.
+    /// Most tracked writes holding requests at once when one got its request without
+    /// waiting (itself included): the most the throttle let through, as the trace shows it.
     pub limit_seen: u32,
+    /// Waits that ended only once the tracked writes had drained (none other holding a
+    /// request when the woken one got its own). wbt wakes its sleepers only when the count of
+    /// tracked writes drops to 0 on a device with a volatile write cache, unless a task
+    /// was recently dirty-throttled (`wbt_rqw_done`); below the limit elsewhere.
+    pub woken_when_drained: u64,
     /// The bios that waited for wbt, by index in the order given.
     #[serde(skip)]
     pub waited: Vec<bool>,
@@ -264,14 +269,23 @@ pub fn wbt_waits(bios: &[BioLife], nr_requests: Option<u32>, start_ns: u64) -> W
         .unwrap_or_else(|| live.values.iter().copied().max().unwrap_or(0));
     let mut completions: Vec<u64> = owners(bios).map(|(b, _)| b.c).collect();
     completions.sort_unstable();
+    let mut tracked_ends: Vec<u64> = owners(bios)
+        .filter(|(b, _)| wbt_tracked(b.op, b.flags))
+        .map(|(b, _)| b.c)
+        .collect();
+    tracked_ends.sort_unstable();
     let mut tally = Tally::default();
-    let (mut tag_bound, mut limit) = (0, 0);
+    let (mut tag_bound, mut limit, mut drained) = (0, 0, 0);
     let mut waited = vec![false; bios.len()];
     for (k, b) in bios.iter().enumerate() {
         let (Some(q), Some(g), None) = (b.q, b.g, b.m) else {
             continue;
         };
-        if g <= q + SLEPT_NS || !wbt_tracked(b.op, b.flags) {
+        if !wbt_tracked(b.op, b.flags) {
+            continue;
+        }
+        if g <= q + SLEPT_NS {
+            limit = limit.max(tracked.at(g));
             continue;
         }
         let woken =
@@ -284,7 +298,12 @@ pub fn wbt_waits(bios: &[BioLife], nr_requests: Option<u32>, start_ns: u64) -> W
             continue;
         }
         waited[k] = true;
-        limit = limit.max(tracked.at(g));
+        // Tracked writes still holding requests when it got its own: those from before
+        // its G, less those that completed at that very time (woken by them).
+        let ends_at_g =
+            tracked_ends.partition_point(|c| *c <= g) - tracked_ends.partition_point(|c| *c < g);
+        let held = tracked.at(g.saturating_sub(1)) as usize;
+        drained += u64::from(held <= ends_at_g);
         tally.add(b, q, g);
     }
     WbtWaits {
@@ -292,6 +311,7 @@ pub fn wbt_waits(bios: &[BioLife], nr_requests: Option<u32>, start_ns: u64) -> W
         tag_bound,
         requests_cap: cap,
         limit_seen: limit,
+        woken_when_drained: drained,
         waited,
     }
 }

@@ -193,6 +193,40 @@ fn wbt_waits_are_counted_as_the_gate_made_them() {
     );
 }
 
+/// On a device with a volatile write cache wbt wakes its sleepers only when every tracked
+/// write has completed: the trace shows waits ending at an empty count, and the replay
+/// follows that rule.
+#[test]
+fn wbt_waits_that_end_at_drain_are_replayed_with_the_drain_rule() {
+    let w = flood("mq-deadline", 200, 40);
+    let dev = flash();
+    let cfg = SimConfig {
+        wbt_limit: Some(4),
+        wbt_drain: true,
+        ..SimConfig::default()
+    };
+    let run = simulate(&w, &dev, SchedKind::MqDeadline, &Settings::default(), cfg);
+    let held = run.wbt_waits.iter().filter(|t| **t > SLEPT_NS).count() as u64;
+    assert!(held > 20, "{held}");
+    let mut info = w.device.clone();
+    info.nr_requests = Some(64);
+    let (extracted, e) = explain_recording(&info, run.events, dev);
+    let wbt = &extracted.throttle.wbt;
+    assert_eq!(wbt.waits.count, held);
+    // Every sleeper is woken by the completion that empties the count.
+    assert_eq!(wbt.woken_when_drained, held, "{wbt:?}");
+    assert_eq!(wbt.limit_seen, 4);
+    // Four writes at a time leave the reader room: without wbt the flood slows the reader,
+    // and the run, more than the writer gains. The throttle pays, and explain says so.
+    let f = e
+        .findings
+        .iter()
+        .find(|f| f.cause == "wbt_throttling_pays")
+        .unwrap_or_else(|| panic!("{e:#?}"));
+    assert!(f.title.contains("it pays"), "{}", f.title);
+    assert!(e.verdict.starts_with("nothing is wrong"), "{}", e.verdict);
+}
+
 #[test]
 fn a_trace_without_throttling_has_no_throttle_finding() {
     let w = flood("mq-deadline", 200, 40);

@@ -501,6 +501,7 @@ pub const SIM_KEYS: &[&str] = &[
     "own_group",
     "iodepth",
     "wbt_limit",
+    "wbt_drain",
     super::continuation::KEY,
 ];
 
