@@ -11,6 +11,7 @@ use std::{
 };
 
 use anyhow::Context;
+use iosched_trace::event::EventKind;
 use iosched_trace_tests::{
     LoopDevice, Recorder, ScratchDir, binary, fio, read_recording, real_kernel_available, run,
 };
@@ -203,10 +204,22 @@ fn explain_names_wbt_throttling_of_a_buffered_write_flood() {
     fs::write(trace.dir.join("tracing_on"), "0").unwrap();
     assert_eq!(trace.overruns().unwrap(), 0, "the oracle lost events");
     let kernel = trace.events().unwrap();
-    assert_eq!(read_recording(&file).unwrap().lost, 0);
+    let recording = read_recording(&file).unwrap();
+    assert_eq!(recording.lost, 0);
 
     let timers = kernel.iter().filter(|e| e.1 == "wbt_timer").count();
     assert!(timers > 0, "wbt never ran on {}", disk.name);
+    // wbt's own events, through our programs and through tracefs: the same ones.
+    for (ours, theirs) in [
+        (EventKind::WbtTimer, "wbt_timer"),
+        (EventKind::WbtStep, "wbt_step"),
+    ] {
+        assert_eq!(
+            recording.events.iter().filter(|e| e.kind == ours).count(),
+            kernel.iter().filter(|e| e.1 == theirs).count(),
+            "{theirs}"
+        );
+    }
     let oracle = write_waits_in(&kernel);
     let e = explain_json(&file);
     let wbt = &e["throttling"]["wbt"];
@@ -240,6 +253,10 @@ fn explain_names_wbt_throttling_of_a_buffered_write_flood() {
         .chain([16])
         .max()
         .unwrap();
+    assert_eq!(
+        e["throttling"]["wbt_steps"].as_array().unwrap().len(),
+        kernel.iter().filter(|e| e.1 == "wbt_step").count()
+    );
     let limit = wbt["limit_seen"].as_u64().unwrap();
     assert!(
         (1..=max_depth).contains(&limit),

@@ -441,13 +441,16 @@ pub fn wbt_steps(events: &[Event], start_ns: u64) -> Vec<WbtStep> {
     events
         .iter()
         .filter(|e| e.kind == EventKind::WbtStep)
-        .map(|e| WbtStep {
-            t_ns: e.ts_ns.saturating_sub(start_ns),
-            step: e.aux as i64 as i32,
-            window_us: e.sector / 1000,
-            background: (e.rq & 0xffff_ffff) as u32,
-            normal: (e.rq >> 32) as u32,
-            max: e.bytes,
+        .map(|e| {
+            let (background, normal, max) = e.wbt_limits().unwrap_or_default();
+            WbtStep {
+                t_ns: e.ts_ns.saturating_sub(start_ns),
+                step: e.aux as u32 as i32,
+                window_us: e.sector / 1000,
+                background,
+                normal,
+                max,
+            }
         })
         .collect()
 }
