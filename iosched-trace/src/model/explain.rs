@@ -813,7 +813,9 @@ fn wbt_throttling(
     if waits.count < MIN_THROTTLED || waits.total_ns < MIN_THROTTLED_NS {
         return Ok(None);
     }
-    let limit = wbt.limit_seen.max(1);
+    // The depth wbt had when they waited, where the trace has its steps; else the most it
+    // let through.
+    let limit = wbt.max_depth_at_waits.unwrap_or(wbt.limit_seen).max(1);
     // Most waits ended when the writes had drained: wbt's rule on a device with a write
     // cache; the replay follows it.
     let drain = 2 * wbt.woken_when_drained > waits.count;
@@ -856,8 +858,12 @@ fn wbt_throttling(
         format!("trace: when: {}", intervals_text(&waits.intervals)),
         format!("trace: who waited: {}", sufferers_text(waits)),
         format!(
-            "trace: wbt let up to {limit} buffered writes hold requests at once; {} of the \
-             {} waits ended only when they had all completed{}",
+            "trace: wbt let up to {} buffered writes hold requests at once{}; {} of the {} \
+             waits ended only when they had all completed{}",
+            wbt.limit_seen,
+            wbt.max_depth_at_waits.map_or_else(String::new, |d| format!(
+                ", its max depth was {d} when they waited (wbt_step)"
+            )),
             wbt.woken_when_drained,
             waits.count,
             if wbt.tag_bound > 0 {

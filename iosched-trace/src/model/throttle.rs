@@ -73,6 +73,9 @@ pub struct WbtWaits {
     /// tracked writes drops to 0 on a device with a volatile write cache, unless a task
     /// was recently dirty-throttled (`wbt_rqw_done`); below the limit elsewhere.
     pub woken_when_drained: u64,
+    /// wbt's max depth when they waited (the middle one of those in force at their Qs),
+    /// from the trace's `wbt_step` events; `None` without them.
+    pub max_depth_at_waits: Option<u32>,
     /// The bios that waited for wbt, by index in the order given.
     #[serde(skip)]
     pub waited: Vec<bool>,
@@ -312,6 +315,7 @@ pub fn wbt_waits(bios: &[BioLife], nr_requests: Option<u32>, start_ns: u64) -> W
         requests_cap: cap,
         limit_seen: limit,
         woken_when_drained: drained,
+        max_depth_at_waits: None,
         waited,
     }
 }
@@ -434,6 +438,19 @@ pub fn kyber_waits(bios: &[BioLife], events: &[Event], start_ns: u64) -> Vec<Kyb
         });
     }
     out
+}
+
+/// The max depth `steps` (time-ordered) had in force at each wait's Q, middle value; waits
+/// before the first step are left out (the depth they saw is not in the trace).
+pub fn max_depth_at(steps: &[WbtStep], wait_q_ns: impl Iterator<Item = u64>) -> Option<u32> {
+    let mut at: Vec<u32> = wait_q_ns
+        .filter_map(|t| {
+            let k = steps.partition_point(|s| s.t_ns <= t);
+            (k > 0).then(|| steps[k - 1].max)
+        })
+        .collect();
+    at.sort_unstable();
+    at.get(at.len() / 2).copied()
 }
 
 /// `wbt_step` events (as `iosched_trace_common::kind::WBT_STEP` lays them out).

@@ -345,3 +345,26 @@ fn kyber_waits_are_the_token_shortage() {
     let est = f.estimate.as_ref().unwrap();
     assert!(est.change_pct > 100.0, "{est:?}");
 }
+
+#[test]
+fn wbt_depth_at_the_waits_is_the_step_in_force() {
+    use super::throttle::{WbtStep, max_depth_at};
+    let step = |t_ns, max| WbtStep {
+        t_ns,
+        step: 0,
+        window_us: 100_000,
+        background: 1,
+        normal: 1,
+        max,
+    };
+    let steps = [step(0, 8), step(100, 2), step(300, 16)];
+    // Waits at 50 (depth 8), 150 and 160 (2), 400 (16): the middle one of 2, 2, 8, 16.
+    assert_eq!(
+        max_depth_at(&steps, [150, 50, 400, 160].into_iter()),
+        Some(8)
+    );
+    assert_eq!(max_depth_at(&steps, [150, 160, 50].into_iter()), Some(2));
+    assert_eq!(max_depth_at(&[], [10].into_iter()), None);
+    // Before the first step the depth is not in the trace.
+    assert_eq!(max_depth_at(&[step(500, 4)], [10].into_iter()), None);
+}

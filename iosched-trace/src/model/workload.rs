@@ -391,6 +391,14 @@ pub fn extract(
     let wbt_steps = super::throttle::wbt_steps(&collect.throttle_events, start);
     let mut w = from_bios_and_wakeups(info, collect.bios, &collect.wakeups);
     w.throttle.kyber = kyber;
+    w.throttle.wbt.max_depth_at_waits = super::throttle::max_depth_at(
+        &wbt_steps,
+        w.ios
+            .iter()
+            .zip(&w.throttle.wbt.waited)
+            .filter(|(_, waited)| **waited)
+            .map(|(io, _)| io.rec_q.saturating_sub(start)),
+    );
     w.throttle.wbt_steps = wbt_steps;
     mark_plug_ends(&mut w, &collect.unplugs);
     w.service = service;
