@@ -44,9 +44,12 @@ pub mod kind {
     pub const KYBER_THROTTLED: u16 = 17;
     /// `kyber_adjust`: kyber changed a domain's depth. `aux` = domain | depth << 32.
     pub const KYBER_ADJUST: u16 = 18;
-    /// `wbt_step`: writeback throttling changed its scale step. `aux` = step (as i64).
+    /// `wbt_step`: writeback throttling changed its scale step. `aux` = step (as i32) | max
+    /// depth << 32 (its background and normal limits follow from the max depth:
+    /// `calc_wb_limits`), `sector` = monitoring window (ns).
     pub const WBT_STEP: u16 = 19;
-    /// `wbt_timer`: writeback throttling timer fired. `aux` = inflight | step << 32.
+    /// `wbt_timer`: writeback throttling timer fired. `aux` = inflight | step << 32, `error`
+    /// = status (1 latency ok, 2 unknown, 3 unknown with writes, 4 exceeded).
     pub const WBT_TIMER: u16 = 20;
     /// blktrace A (`block_bio_remap`/`block_rq_remap`), read from blktrace files only: `dev`
     /// and `sector` are the target, `aux` = the original sector, `error` = the original
@@ -135,6 +138,10 @@ pub struct Offsets {
     pub task_comm: u32,
     pub task_cgroups: u32,
     pub cset_dfl_cgrp: u32,
+    /// `backing_dev_info.owner` (the disk's device; its `dev` is the bdi's own class device,
+    /// numbered 0:0) and `device.devt`: the disk of a wbt event.
+    pub bdi_owner: u32,
+    pub device_devt: u32,
 }
 
 /// Global configuration handed to the programs with `EbpfLoader::override_global`.
@@ -269,8 +276,8 @@ const _: () = assert!(core::mem::size_of::<RawEvent>() == 96);
 const _: () = assert!(core::mem::offset_of!(RawBatch, events) == BATCH_HEADER_LEN);
 // A batch record of one event must not look like a single-event record.
 const _: () = assert!(batch_record_len(1) != core::mem::size_of::<RawEvent>());
-const _: () = assert!(core::mem::size_of::<Offsets>() == 116);
-const _: () = assert!(core::mem::size_of::<Config>() == 144);
+const _: () = assert!(core::mem::size_of::<Offsets>() == 124);
+const _: () = assert!(core::mem::size_of::<Config>() == 152);
 
 #[cfg(feature = "user")]
 mod user {

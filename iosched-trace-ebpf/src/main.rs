@@ -74,6 +74,8 @@ static CONFIG: Config = Config {
         task_comm: NO_OFFSET,
         task_cgroups: NO_OFFSET,
         cset_dfl_cgrp: NO_OFFSET,
+        bdi_owner: NO_OFFSET,
+        device_devt: NO_OFFSET,
     },
 };
 
@@ -782,7 +784,8 @@ pub fn block_unplug(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// Kyber's domain names ("READ", "WRITE", "DISCARD", "OTHER") fit in 8 bytes: kept in `aux`.
+/// Kyber's domain names ("READ", "WRITE", "DISCARD", "OTHER"), sent as their index in that
+/// order (their first letters differ): `aux` = index | depth << 32.
 #[inline(always)]
 fn kyber_event(ctx: &BtfTracePointContext, kind: u16, depth: u32) {
     let dev = ctx.arg::<u64>(0) as u32;
@@ -800,6 +803,12 @@ fn kyber_event(ctx: &BtfTracePointContext, kind: u16, depth: u32) {
     {
         count(stat::READ_ERRORS);
     }
+    let index: u64 = match name[0] {
+        b'R' => 0,
+        b'W' => 1,
+        b'D' => 2,
+        _ => 3,
+    };
     let held = Held::acquire();
     emit(
         held.as_ref(),
@@ -808,8 +817,7 @@ fn kyber_event(ctx: &BtfTracePointContext, kind: u16, depth: u32) {
         bpf_get_current_pid_tgid(),
         NO_CGROUP,
         |ev| {
-            ev.aux = u64::from_le_bytes(name);
-            ev.bytes = depth;
+            ev.aux = index | (u64::from(depth) << 32);
         },
     );
 }
@@ -856,9 +864,69 @@ pub fn sched_wakeup(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-// The wbt tracepoints identify their device by `struct backing_dev_info *`; they are wired
-// in userspace only once their layout is read (see capture::optional_programs).
-const _: u16 = kind::WBT_STEP;
+/// The traced whole-disk `dev_t` of a wbt event's `struct backing_dev_info *` (its `owner`,
+/// the disk's device: its `devt`), or `None`.
+#[inline(always)]
+fn wbt_dev(bdi: u64) -> Option<u32> {
+    let device: u64 = load(bdi, config!(off.bdi_owner));
+    let dev: u32 = load(device, config!(off.device_devt));
+    if dev == 0 {
+        return None;
+    }
+    // SAFETY: the value is not kept.
+    if config!(filter_devices) != 0 && unsafe { DEVICES.get(dev) }.is_none() {
+        return None;
+    }
+    Some(dev)
+}
+
+/// `wbt_step(bdi, msg, step, window, bg, normal, max)`: wbt changed its scale step.
+#[btf_tracepoint(function = "wbt_step")]
+pub fn wbt_step(ctx: BtfTracePointContext) -> i32 {
+    let Some(dev) = wbt_dev(ctx.arg(0)) else {
+        return 0;
+    };
+    let step = ctx.arg::<u64>(2) & 0xffff_ffff;
+    let window: u64 = ctx.arg(3);
+    let max = ctx.arg::<u64>(6) & 0xffff_ffff;
+    let held = Held::acquire();
+    emit(
+        held.as_ref(),
+        kind::WBT_STEP,
+        dev,
+        bpf_get_current_pid_tgid(),
+        NO_CGROUP,
+        |ev| {
+            ev.aux = step | (max << 32);
+            ev.sector = window;
+        },
+    );
+    0
+}
+
+/// `wbt_timer(bdi, status, step, inflight)`: wbt's monitoring window ended.
+#[btf_tracepoint(function = "wbt_timer")]
+pub fn wbt_timer(ctx: BtfTracePointContext) -> i32 {
+    let Some(dev) = wbt_dev(ctx.arg(0)) else {
+        return 0;
+    };
+    let status = ctx.arg::<u64>(1) as i32;
+    let step = ctx.arg::<u64>(2) as u32;
+    let inflight = ctx.arg::<u64>(3) & 0xffff_ffff;
+    let held = Held::acquire();
+    emit(
+        held.as_ref(),
+        kind::WBT_TIMER,
+        dev,
+        bpf_get_current_pid_tgid(),
+        NO_CGROUP,
+        |ev| {
+            ev.aux = inflight | (u64::from(step) << 32);
+            ev.error = status;
+        },
+    );
+    0
+}
 
 #[cfg(not(test))]
 #[panic_handler]

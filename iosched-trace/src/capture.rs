@@ -183,6 +183,18 @@ const PROGRAMS: &[ProgramSpec] = &[
         required: false,
         when: When::Always,
     },
+    // wbt's scaling (a few events per 100 ms window while it works): its limits, for
+    // `explain`'s throttling evidence.
+    ProgramSpec {
+        name: "wbt_step",
+        required: false,
+        when: When::Always,
+    },
+    ProgramSpec {
+        name: "wbt_timer",
+        required: false,
+        when: When::Always,
+    },
     ProgramSpec {
         name: iosched_trace_common::PROG_WAKEUP,
         required: false,
@@ -762,6 +774,8 @@ pub fn kinds_of(programs: &[&str]) -> BTreeSet<EventKind> {
                 "block_io_done" => EventKind::IoDone,
                 "kyber_throttled" => EventKind::KyberThrottled,
                 "kyber_adjust" => EventKind::KyberAdjust,
+                "wbt_step" => EventKind::WbtStep,
+                "wbt_timer" => EventKind::WbtTimer,
                 "sched_wakeup" => EventKind::Wakeup,
                 _ => return None,
             })

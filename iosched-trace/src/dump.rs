@@ -409,10 +409,20 @@ fn text_line(s: &mut String, ev: &Event, seq: u32, rel_ns: u64) {
             kyber_domain(ev.aux & 0xffff_ffff),
             ev.aux >> 32
         ),
-        WbtStep => write!(s, "[{comm}] step={}", ev.aux as i64),
+        // As the kernel's own `wbt_step` and `wbt_timer` lines print them.
+        WbtStep => {
+            let (background, normal, max) = ev.wbt_limits().unwrap_or_default();
+            write!(
+                s,
+                "[{comm}] step={} window={}us background={background} normal={normal} max={max}",
+                ev.aux as u32 as i32,
+                ev.sector / 1000,
+            )
+        }
         WbtTimer => write!(
             s,
-            "[{comm}] inflight={} step={}",
+            "[{comm}] status={} inflight={} step={}",
+            ev.error,
             ev.aux & 0xffff_ffff,
             (ev.aux >> 32) as u32 as i32
         ),
@@ -816,9 +826,11 @@ mod tests {
         let mut ka = ev(400_100, KyberAdjust, 2, 0, "kworker/2:1");
         ka.aux = 64 << 32; // domain 0 (read), depth 64
         let mut ws_ = ev(400_200, WbtStep, 2, 0, "kworker/2:1");
-        ws_.aux = -1i64 as u64;
+        ws_.aux = u64::from(-1i32 as u32) | (31 << 32);
+        ws_.sector = 100_000_000;
         let mut wt = ev(400_300, WbtTimer, 2, 0, "kworker/2:1");
         wt.aux = (2 << 32) | 3;
+        wt.error = 4;
         vec![
             io(ev(0, Queue, 0, 4242, "dd"), 2048, 8, w, ws),
             io(ev(500, GetRq, 0, 4242, "dd"), 2048, 8, w, ws),
@@ -946,8 +958,8 @@ mod tests {
   8,0    1        7     0.000353100     0  d   R 100000 + 128 [swapper/1] rq=0xffff888100001000
   8,0    2        1     0.000400000     0 kt   N [kworker/2:1] domain=write
   8,0    2        2     0.000400100     0 ka   N [kworker/2:1] domain=read depth=64
-  8,0    2        3     0.000400200     0 ws   N [kworker/2:1] step=-1
-  8,0    2        4     0.000400300     0 wt   N [kworker/2:1] inflight=3 step=2
+  8,0    2        3     0.000400200     0 ws   N [kworker/2:1] step=-1 window=100000us background=8 normal=16 max=31
+  8,0    2        4     0.000400300     0 wt   N [kworker/2:1] status=4 inflight=3 step=2
   8,0    2        5     0.000410000    77  D  FN [kworker/2:1]
   8,0    2        6     0.000420000     0  C  FN 0 [0]
   8,0    3        1     0.000430000   900  D   R 512 [sg_io]

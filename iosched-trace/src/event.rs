@@ -378,6 +378,21 @@ impl Event {
         (self.kind == EventKind::Wakeup).then_some((self.aux as u32, (self.aux >> 32) as u32))
     }
 
+    /// A [`EventKind::WbtStep`]'s (background, normal, max) limits: the event carries the
+    /// max depth, the others follow from it as the kernel's `calc_wb_limits()` computes
+    /// them. `None` for other kinds.
+    pub fn wbt_limits(&self) -> Option<(u32, u32, u32)> {
+        if self.kind != EventKind::WbtStep {
+            return None;
+        }
+        let max = (self.aux >> 32) as u32;
+        Some(if max <= 2 {
+            (max.min(1), max, max)
+        } else {
+            (max.div_ceil(4), max.div_ceil(2), max)
+        })
+    }
+
     /// blkparse's RWBS string (`fill_rwbs` in blkparse_fmt.c).
     pub fn rwbs(&self) -> String {
         let mut s = String::with_capacity(6);

@@ -83,6 +83,9 @@ impl KernelLayout {
             task_comm: optional("task_struct", "comm"),
             task_cgroups: optional("task_struct", "cgroups"),
             cset_dfl_cgrp: optional("css_set", "dfl_cgrp"),
+            // Only the wbt programs read these; without them they send nothing.
+            bdi_owner: optional("backing_dev_info", "owner"),
+            device_devt: optional("device", "devt"),
         };
         // The programs load these directly, each with a fixed width, and the verifier
         // refuses a load wider than its field: check every width here, where the error can
@@ -128,6 +131,8 @@ impl KernelLayout {
             ("task_struct", "comm", &mut offsets.task_comm, 16),
             ("task_struct", "cgroups", &mut offsets.task_cgroups, 8),
             ("css_set", "dfl_cgrp", &mut offsets.cset_dfl_cgrp, 8),
+            ("backing_dev_info", "owner", &mut offsets.bdi_owner, 8),
+            ("device", "devt", &mut offsets.device_devt, 4),
         ] {
             if *off != NO_OFFSET && btf.member_size(ty, member).ok() != Some(size) {
                 *off = NO_OFFSET;
@@ -198,6 +203,27 @@ pub const PROTOTYPES: &[(&str, &[&str])] = &[
     ),
     ("kyber_throttled", &["dev_t", "const char *"]),
     ("kyber_adjust", &["dev_t", "const char *", "unsigned int"]),
+    (
+        "wbt_step",
+        &[
+            "struct backing_dev_info *",
+            "const char *",
+            "int",
+            "long unsigned int",
+            "unsigned int",
+            "unsigned int",
+            "unsigned int",
+        ],
+    ),
+    (
+        "wbt_timer",
+        &[
+            "struct backing_dev_info *",
+            "unsigned int",
+            "int",
+            "unsigned int",
+        ],
+    ),
     ("sched_wakeup", &["struct task_struct *"]),
 ];
 

@@ -431,6 +431,7 @@ mod tests {
             service: vec![],
             max_in_driver: 1,
             merges: Default::default(),
+            throttle: Default::default(),
         }
     }
 

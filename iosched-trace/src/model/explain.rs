@@ -19,7 +19,13 @@ use super::{
 pub const MIN_EFFECT_PCT: f64 = 10.0;
 
 /// Causes that describe the workload or what the scheduler does right: notes, not faults.
-const NOTES: [&str; 3] = ["seek_bound", "waker_handled", "idling_saves_throughput"];
+const NOTES: [&str; 5] = [
+    "seek_bound",
+    "waker_handled",
+    "idling_saves_throughput",
+    "wbt_throttling_pays",
+    "kyber_throttling_pays",
+];
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Estimate {
@@ -50,6 +56,8 @@ pub struct Explanation {
     /// Time-bounded processes the replays continued to their end (the what-ifs compare
     /// throughput over the recorded duration).
     pub continued: Option<replay::ContinuedNote>,
+    /// Throttling the trace shows (wbt's Q->G waits, Kyber's throttled domains), measured.
+    pub throttling: super::throttle::Throttling,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -368,6 +376,11 @@ pub fn explain(
         }
     }
 
+    findings.extend(wbt_throttling(r, &base_cfg, &base, recorded)?);
+    if base_cfg.sched == SchedKind::Kyber {
+        findings.extend(kyber_throttling(r, &base_cfg, &base, recorded)?);
+    }
+
     // Seek-bound: positioning's share of the device's time.
     if let Some(share) = positioning_share(r)
         && share > 0.5
@@ -467,6 +480,7 @@ pub fn explain(
         },
         findings,
         verdict,
+        throttling: w.throttle.clone(),
     })
 }
 
@@ -703,4 +717,358 @@ fn cfq_idling(r: &Replayer, base: &Run, recorded: &Summary) -> Result<Vec<Findin
         });
     }
     Ok(findings)
+}
+
+/// Throttle waits below these are noise (a Q->G stretched by preemption that happened to
+/// span a completion), not throttling worth a finding.
+const MIN_THROTTLED: u64 = 5;
+const MIN_THROTTLED_NS: u64 = 1_000_000;
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// `0.12-0.50 s, 1.20-1.31 s, ... (N in all)`.
+fn intervals_text(iv: &[(u64, u64)]) -> String {
+    let mut parts: Vec<String> = iv
+        .iter()
+        .take(5)
+        .map(|(a, b)| format!("{:.3}-{:.3} s", *a as f64 / 1e9, *b as f64 / 1e9))
+        .collect();
+    if iv.len() > 5 {
+        parts.push(format!("... ({} periods in all)", iv.len()));
+    }
+    parts.join(", ")
+}
+
+fn sufferers_text(w: &super::throttle::Waits) -> String {
+    let mut parts: Vec<String> = w
+        .processes
+        .iter()
+        .take(4)
+        .map(|p| {
+            format!(
+                "{}({}) {} x, {:.1} ms",
+                p.comm,
+                p.pid,
+                p.count,
+                ms(p.total_ns)
+            )
+        })
+        .collect();
+    if w.processes.len() > 4 {
+        parts.push(format!("{} more", w.processes.len() - 4));
+    }
+    parts.join("; ")
+}
+
+/// The throttle's effect: `with` replays the recording with the throttle as the trace
+/// shows it, `without` with it relaxed; measured numbers scaled by their ratio, for the
+/// processes that waited. The other processes' change is told as evidence: relaxing a
+/// throttle that protects them can cost them.
+fn throttle_estimate(
+    with: &Run,
+    without: &Run,
+    recorded: &Summary,
+    waited: &[u32],
+    w: &super::workload::Workload,
+    without_label: String,
+) -> (Estimate, Option<String>) {
+    let mut est = estimate(without, with, recorded, waited);
+    est.what_if = without_label;
+    let others: Vec<u32> = w
+        .streams
+        .iter()
+        .map(|s| s.pid)
+        .filter(|p| !waited.contains(p))
+        .collect();
+    let note = (!others.is_empty()).then(|| {
+        let o = estimate(without, with, recorded, &others);
+        let p99 = |run: &Run| {
+            run.summary
+                .processes
+                .iter()
+                .filter(|p| others.contains(&p.pid))
+                .map(|p| p.q2c_p99_ms)
+                .fold(0.0, f64::max)
+        };
+        format!(
+            "model: the other processes get {:.3} MB/s instead of {:.3} ({:+.0}%), their worst \
+             p99 Q2C {:.1} ms instead of {:.1}",
+            o.predicted_mb_s,
+            o.measured_mb_s,
+            o.change_pct,
+            p99(without),
+            p99(with)
+        )
+    });
+    (est, note)
+}
+
+/// Writeback throttling: buffered writes that waited between Q and G with requests free.
+fn wbt_throttling(
+    r: &Replayer,
+    base_cfg: &Config,
+    base: &Run,
+    recorded: &Summary,
+) -> Result<Option<Finding>, ReplayError> {
+    let w = &r.workload;
+    let wbt = &w.throttle.wbt;
+    let waits = &wbt.waits;
+    if waits.count < MIN_THROTTLED || waits.total_ns < MIN_THROTTLED_NS {
+        return Ok(None);
+    }
+    // The depth wbt had when they waited, where the trace has its steps; else the most it
+    // let through.
+    let limit = wbt.max_depth_at_waits.unwrap_or(wbt.limit_seen).max(1);
+    // Most waits ended when the writes had drained: wbt's rule on a device with a write
+    // cache; the replay follows it.
+    let drain = 2 * wbt.woken_when_drained > waits.count;
+    let mut with_cfg = base_cfg.clone();
+    with_cfg
+        .settings
+        .0
+        .insert("wbt_limit".into(), limit.to_string());
+    if drain {
+        with_cfg.settings.0.insert("wbt_drain".into(), "1".into());
+    }
+    with_cfg.label = format!(
+        "{} with wbt (at most {limit} buffered writes{})",
+        base_cfg.label,
+        if drain {
+            ", sleepers woken when they drain"
+        } else {
+            ""
+        }
+    );
+    let with = r.run(&with_cfg)?;
+    let without = base;
+    let label = format!(
+        "{} without wbt (queue/wbt_lat_usec=0)",
+        base_cfg.sched.name()
+    );
+    let waited: Vec<u32> = waits.processes.iter().map(|p| p.pid).collect();
+    let (est, others) = throttle_estimate(&with, without, recorded, &waited, w, label);
+    let mut evidence = vec![
+        format!(
+            "trace: {} buffered-write bios waited between Q and G (rq_qos_throttle, before \
+             their request was allocated) while requests were free (at most {} may exist): \
+             {:.1} ms in all, p99 {:.2} ms, max {:.2} ms",
+            waits.count,
+            wbt.requests_cap,
+            ms(waits.total_ns),
+            ms(waits.p99_ns),
+            ms(waits.max_ns)
+        ),
+        format!("trace: when: {}", intervals_text(&waits.intervals)),
+        format!("trace: who waited: {}", sufferers_text(waits)),
+        format!(
+            "trace: wbt let up to {} buffered writes hold requests at once{}; {} of the {} \
+             waits ended only when they had all completed{}",
+            wbt.limit_seen,
+            wbt.max_depth_at_waits.map_or_else(String::new, |d| format!(
+                ", its max depth was {d} when they waited (wbt_step)"
+            )),
+            wbt.woken_when_drained,
+            waits.count,
+            if wbt.tag_bound > 0 {
+                format!(
+                    "; {} more Q->G waits of buffered writes came with every request in use \
+                     (tag waits, not counted)",
+                    wbt.tag_bound
+                )
+            } else {
+                String::new()
+            }
+        ),
+    ];
+    let steps = &w.throttle.wbt_steps;
+    if let (Some(lo), Some(hi)) = (
+        steps.iter().min_by_key(|s| s.max),
+        steps.iter().max_by_key(|s| s.step),
+    ) {
+        evidence.push(format!(
+            "trace: {} wbt_step events: scale step up to {}, limits down to background {} / \
+             normal {} / max {}, window {} µs",
+            steps.len(),
+            hi.step,
+            lo.background,
+            lo.normal,
+            lo.max,
+            lo.window_us
+        ));
+    }
+    evidence.push(format!(
+        "tunable: /sys/block/{}/queue/wbt_lat_usec (wbt's read-latency target: 0 turns wbt \
+         off, a larger one throttles less)",
+        w.device.name
+    ));
+    evidence.push(format!(
+        "model: the replay as recorded plus a wbt limit of {limit} gives the waiting \
+         processes {:.3} MB/s; without wbt {:.3} MB/s",
+        mb_s(&with.summary, &waited),
+        mb_s(&without.summary, &waited)
+    ));
+    evidence.extend(others);
+    let title = format!(
+        "writeback throttling (wbt) held {} buffered writes of {} before their requests were \
+         allocated: {:.1} ms of waiting, p99 {:.2} ms",
+        waits.count,
+        waits
+            .processes
+            .first()
+            .map_or_else(String::new, |p| format!("{}({})", p.comm, p.pid)),
+        ms(waits.total_ns),
+        ms(waits.p99_ns)
+    );
+    // Throttling that the model says pays for itself is a note, not a fault.
+    let pays = est.change_pct <= -MIN_EFFECT_PCT;
+    Ok(Some(Finding {
+        cause: if pays {
+            "wbt_throttling_pays"
+        } else {
+            "wbt_throttling"
+        },
+        title: if pays {
+            format!(
+                "{title}; it pays: without wbt the model predicts {:.0}% less for them, the \
+                 writes crowding the device",
+                -est.change_pct
+            )
+        } else {
+            title
+        },
+        evidence,
+        estimate: Some(est),
+    }))
+}
+
+/// Kyber: requests that waited in a domain whose tokens had run out.
+fn kyber_throttling(
+    r: &Replayer,
+    base_cfg: &Config,
+    base: &Run,
+    recorded: &Summary,
+) -> Result<Option<Finding>, ReplayError> {
+    use super::throttle::{KYBER_DEPTH, KYBER_DOMAINS};
+    let w = &r.workload;
+    let domains: Vec<&super::throttle::KyberDomain> = w
+        .throttle
+        .kyber
+        .iter()
+        .filter(|d| d.waits.count >= MIN_THROTTLED && d.waits.total_ns >= MIN_THROTTLED_NS)
+        .collect();
+    if domains.is_empty() {
+        return Ok(None);
+    }
+    let mut with_cfg = base_cfg.clone();
+    let mut depths = Vec::new();
+    for d in &domains {
+        if let Some(depth) = d.depth_at_throttle {
+            with_cfg
+                .settings
+                .0
+                .insert(format!("{}_depth", d.name), depth.to_string());
+            depths.push(format!("{} {depth}", d.name));
+        }
+    }
+    with_cfg.label = format!("{} with depths {}", base_cfg.label, depths.join(", "));
+    let with = r.run(&with_cfg)?;
+    let without = base;
+    let label = format!(
+        "kyber at its initial depths ({})",
+        domains
+            .iter()
+            .map(|d| {
+                let k = KYBER_DOMAINS.iter().position(|n| *n == d.name).unwrap_or(3);
+                format!("{} {}", d.name, KYBER_DEPTH[k])
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut waited: Vec<u32> = domains
+        .iter()
+        .flat_map(|d| d.waits.processes.iter().map(|p| p.pid))
+        .collect();
+    waited.sort_unstable();
+    waited.dedup();
+    let (est, others) = throttle_estimate(&with, without, recorded, &waited, w, label);
+    let mut evidence = Vec::new();
+    for d in &domains {
+        evidence.push(format!(
+            "trace: {} kyber_throttled events for the {} domain; {} of its requests waited \
+             between I and D while its tokens were out: {:.1} ms in all, p99 {:.2} ms, max \
+             {:.2} ms",
+            d.throttled_events,
+            d.name,
+            d.waits.count,
+            ms(d.waits.total_ns),
+            ms(d.waits.p99_ns),
+            ms(d.waits.max_ns)
+        ));
+        evidence.push(format!(
+            "trace: {} depth {}; when: {}; who waited: {}",
+            d.name,
+            match (d.depth_range, d.depth_at_throttle) {
+                (Some((lo, hi)), Some(at)) =>
+                    format!("set by kyber_adjust between {lo} and {hi}, {at} at most throttles"),
+                (_, Some(at)) => format!("{at} at the throttles (no kyber_adjust seen)"),
+                _ => "unknown".to_string(),
+            },
+            intervals_text(&d.waits.intervals),
+            sufferers_text(&d.waits)
+        ));
+    }
+    let lat = |k: &str| {
+        w.device
+            .iosched
+            .get(k)
+            .map_or_else(|| "?".to_string(), |v| v.trim().to_string())
+    };
+    evidence.push(format!(
+        "tunable: /sys/block/{}/queue/iosched/read_lat_nsec ({}) and write_lat_nsec ({}): \
+         Kyber shrinks a domain's depth when latencies exceed them; larger targets throttle \
+         less",
+        w.device.name,
+        lat("read_lat_nsec"),
+        lat("write_lat_nsec")
+    ));
+    evidence.push(format!(
+        "model: Kyber held at those depths gives the waiting processes {:.3} MB/s; at its \
+         initial depths {:.3} MB/s",
+        mb_s(&with.summary, &waited),
+        mb_s(&without.summary, &waited)
+    ));
+    evidence.extend(others);
+    let total: u64 = domains.iter().map(|d| d.waits.count).sum();
+    let total_ns: u64 = domains.iter().map(|d| d.waits.total_ns).sum();
+    let title = format!(
+        "Kyber throttled the {} domain{}: {total} requests waited for a token, {:.1} ms in all",
+        domains
+            .iter()
+            .map(|d| d.name)
+            .collect::<Vec<_>>()
+            .join(" and "),
+        if domains.len() > 1 { "s" } else { "" },
+        ms(total_ns)
+    );
+    let pays = est.change_pct <= -MIN_EFFECT_PCT;
+    Ok(Some(Finding {
+        cause: if pays {
+            "kyber_throttling_pays"
+        } else {
+            "kyber_throttling"
+        },
+        title: if pays {
+            format!(
+                "{title}; it pays: at its initial depths the model predicts {:.0}% less for \
+                 them",
+                -est.change_pct
+            )
+        } else {
+            title
+        },
+        evidence,
+        estimate: Some(est),
+    }))
 }

@@ -11,6 +11,7 @@
 //! - [`sim`]: the discrete-event simulator; it writes our own events, so a replay is
 //!   analysed by [`crate::analysis`], the same code as a recording.
 //! - [`replay`]: configurations, runs, and their comparison with the recording.
+//! - [`throttle`]: wbt and Kyber throttling as the trace shows it (waits, who, when).
 //! - [`explain`]: ranked findings with evidence and a model-estimated effect.
 //! - [`scenarios`]: hand-built workloads (seed 001's dependency cycle, a mixed load).
 //! - [`bfqlog`]: BFQ's own decision log (blktrace `m` notes) parsed into decisions.
@@ -28,9 +29,12 @@ pub mod replay;
 pub mod scenarios;
 pub mod sched;
 pub mod sim;
+pub mod throttle;
 pub mod workload;
 
 #[cfg(test)]
 mod merging_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod throttle_tests;

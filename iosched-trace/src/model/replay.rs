@@ -438,7 +438,9 @@ impl Replayer {
     /// The simulator's settings: `depth` (driver tags), `nr_requests` (requests that may
     /// exist: the driver tags under `none`, else 2 x min(depth, 128) by default),
     /// `nomerges`, `max_sectors_kb`, `iodepth` (bios each process with several in flight
-    /// keeps in flight; default: its recorded maximum).
+    /// keeps in flight; default: its recorded maximum), `wbt_limit` (writeback throttling:
+    /// requests of buffered writes that may exist at once; default: no wbt), `wbt_drain`
+    /// (1: wbt wakes its sleepers only when no buffered write holds a request).
     fn sim_config(
         &self,
         sched: SchedKind,
@@ -470,6 +472,13 @@ impl Replayer {
                 .transpose()?
                 .map(|d| d.clamp(1, 1 << 20) as u32),
             max_sectors: (settings.u64_or("max_sectors_kb", 1280)?.max(4) * 2) as u32,
+            wbt_limit: settings
+                .0
+                .contains_key("wbt_limit")
+                .then(|| settings.u64_or("wbt_limit", 1))
+                .transpose()?
+                .map(|l| l.clamp(1, 1 << 20) as u32),
+            wbt_drain: settings.bool_or("wbt_drain", false)?,
             emit,
         })
     }

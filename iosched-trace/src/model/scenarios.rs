@@ -70,6 +70,7 @@ pub fn empty(streams: Vec<Stream>) -> Workload {
         service: Vec::new(),
         max_in_driver: 1,
         merges: Default::default(),
+        throttle: Default::default(),
     }
 }
 

@@ -46,6 +46,14 @@ pub struct SimConfig {
     /// maximum (which is only a lower bound for a process that slept for requests).
     pub iodepth: Option<u32>,
     pub max_sectors: u32,
+    /// Writeback throttling: at most this many requests of wbt-tracked bios (buffered
+    /// writes, discards: [`super::throttle::wbt_tracked`]) exist at once; a tracked bio
+    /// that finds them all in use sleeps before its request is allocated (`rq_qos_throttle`,
+    /// between Q and G), and its process with it. `None`: no wbt (the models' default).
+    pub wbt_limit: Option<u32>,
+    /// wbt wakes its sleepers only once every tracked request has completed (the kernel's
+    /// rule on a device with a volatile write cache), not as soon as one is below the limit.
+    pub wbt_drain: bool,
     /// Write events for the report (off for speed measurements).
     pub emit: bool,
 }
@@ -58,6 +66,8 @@ impl Default for SimConfig {
             nomerges: 0,
             iodepth: None,
             max_sectors: 2560,
+            wbt_limit: None,
+            wbt_drain: false,
             emit: true,
         }
     }
@@ -74,6 +84,8 @@ pub struct SimResult {
     /// Completion time of each bio, ns after the start.
     pub completion: Vec<u64>,
     pub queued: Vec<u64>,
+    /// How long each bio the wbt gate put to sleep waited, from its Q to its request.
+    pub wbt_waits: Vec<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -125,6 +137,14 @@ struct Sim<'a> {
     /// after it are queued when it wakes. Per stream, how many.
     blocked: std::collections::VecDeque<(u32, bool)>,
     blocked_of: Vec<u32>,
+    /// Bios asleep in wbt (as `blocked`, a queue of its own: wbt's wait queue is not the
+    /// tags'), per stream how many of them, requests of tracked bios that exist, and per
+    /// request whether it is one.
+    wbt_asleep: std::collections::VecDeque<(u32, bool)>,
+    in_wbt: Vec<u32>,
+    tracked_live: u32,
+    rq_tracked: Vec<bool>,
+    wbt_waits: Vec<u64>,
     /// Per stream: most bios it keeps in flight (its recorded maximum, for processes with
     /// several in flight: fio's iodepth), bios in flight, and bios held back until one
     /// completes. Without the window a replay under a scheduler that lets bios through
@@ -259,6 +279,11 @@ pub fn run(
         live_requests: 0,
         blocked: Default::default(),
         blocked_of: vec![0; w.streams.len()],
+        wbt_asleep: Default::default(),
+        in_wbt: vec![0; w.streams.len()],
+        tracked_live: 0,
+        rq_tracked: Vec::with_capacity(n),
+        wbt_waits: Vec::new(),
         window: w
             .streams
             .iter()
@@ -368,6 +393,7 @@ pub fn run(
         decisions,
         completion: sim.completion,
         queued: sim.queued,
+        wbt_waits: sim.wbt_waits,
     }
 }
 
@@ -464,14 +490,24 @@ impl<'a> Sim<'a> {
         let s = io.stream as usize;
         self.remaining[s] = self.remaining[s].saturating_sub(1);
         if self.blocked_of[s] > 0 {
-            // Its process sleeps in request allocation: this bio is not submitted yet.
-            self.block(i, false);
+            // Its process sleeps (in wbt or in request allocation): this bio is not
+            // submitted yet.
+            if self.in_wbt[s] > 0 {
+                self.wbt_block(i, false);
+            } else {
+                self.block(i, false);
+            }
             return;
         }
         self.queued[i as usize] = self.now;
         self.emit_bio(EventKind::Queue, i);
         let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
         if !data || !self.try_merge(i) {
+            if self.wbt_holds(i) {
+                self.flush_plug(s);
+                self.wbt_block(i, true);
+                return;
+            }
             if self.live_requests >= self.cfg.max_requests {
                 self.flush_plug(s);
                 self.block(i, true);
@@ -555,8 +591,61 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// wbt would put bio `i` to sleep before its request is allocated.
+    fn wbt_holds(&self, i: u32) -> bool {
+        let io = &self.w.ios[i as usize];
+        self.cfg.wbt_limit.is_some_and(|l| {
+            super::throttle::wbt_tracked(io.op, io.flags) && self.tracked_live >= l.max(1)
+        })
+    }
+
+    fn wbt_block(&mut self, i: u32, queued: bool) {
+        let s = self.w.ios[i as usize].stream as usize;
+        self.blocked_of[s] += 1;
+        self.in_wbt[s] += 1;
+        self.wbt_asleep.push_back((i, queued));
+    }
+
+    /// Wakes bios asleep in wbt while the limit lets them through (and requests are free):
+    /// as [`Sim::unblock`].
+    fn unblock_wbt(&mut self) {
+        if self.cfg.wbt_drain && self.tracked_live > 0 {
+            return;
+        }
+        while let Some(&(i, queued)) = self.wbt_asleep.front() {
+            let io = self.w.ios[i as usize];
+            let s = io.stream as usize;
+            if !queued {
+                self.queued[i as usize] = self.now;
+                self.emit_bio(EventKind::Queue, i);
+                if let Some(front) = self.wbt_asleep.front_mut() {
+                    front.1 = true;
+                }
+            }
+            let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
+            let merged = data && self.try_merge(i);
+            if !merged {
+                if self.wbt_holds(i) || self.live_requests >= self.cfg.max_requests {
+                    break;
+                }
+                self.wbt_waits.push(self.now - self.queued[i as usize]);
+                let rq = self.new_rq(i);
+                self.plugs[s].push(rq);
+                self.flush_plug(s);
+                self.run_queue();
+            }
+            self.wbt_asleep.pop_front();
+            self.in_wbt[s] -= 1;
+            self.blocked_of[s] -= 1;
+            self.submitted(i);
+        }
+    }
+
     fn new_rq(&mut self, i: u32) -> RqId {
         let io = self.w.ios[i as usize];
+        let tracked = super::throttle::wbt_tracked(io.op, io.flags);
+        self.tracked_live += u32::from(tracked);
+        self.rq_tracked.push(tracked);
         let st = &self.w.streams[io.stream as usize];
         let id = self.rqs.len() as RqId;
         self.live_requests += 1;
@@ -797,6 +886,9 @@ impl<'a> Sim<'a> {
     fn complete(&mut self, r: RqId) {
         self.in_driver -= 1;
         self.live_requests -= 1;
+        if self.rq_tracked[r as usize] {
+            self.tracked_live -= 1;
+        }
         let rq = &mut self.rqs[r as usize];
         rq.state = RqState::Done;
         let (sectors, op, head) = (rq.sectors, rq.op, rq.head_io);
@@ -829,6 +921,7 @@ impl<'a> Sim<'a> {
             self.sched.completed(&ctx, r);
         }
         self.unblock();
+        self.unblock_wbt();
         for j in released {
             self.admit_held(j);
         }

@@ -176,6 +176,8 @@ pub struct Workload {
     /// What the trace shows of merging (recordings before format 1.3 do not carry the
     /// queue's `nomerges`).
     pub merges: MergeEvidence,
+    /// What the trace shows of wbt and Kyber throttling.
+    pub throttle: super::throttle::Throttling,
 }
 
 /// Merges the recording made, and those it could have made but did not.
@@ -251,6 +253,8 @@ struct Collect {
     open_d: FxHashMap<u64, usize>,
     max_in_driver: u32,
     wakeups: Vec<Wakeup>,
+    /// kyber and wbt events.
+    throttle_events: Vec<crate::event::Event>,
 }
 
 /// A recorded scheduler wakeup ([`crate::event::EventKind::Wakeup`]).
@@ -331,6 +335,16 @@ pub fn extract(
         if ev.kind == crate::event::EventKind::Unplug {
             sink.unplugs.entry(ev.pid).or_default().push(ev.ts_ns);
         }
+        if matches!(
+            ev.kind,
+            crate::event::EventKind::KyberThrottled
+                | crate::event::EventKind::KyberAdjust
+                | crate::event::EventKind::WbtStep
+                | crate::event::EventKind::WbtTimer
+        ) {
+            sink.throttle_events.push(ev);
+            continue;
+        }
         timeline.push(&ev, sink);
     }
     timeline.finish();
@@ -372,7 +386,20 @@ pub fn extract(
     let mut service: Vec<ServiceSample> =
         collect.service.into_iter().filter(|s| s.c >= s.d).collect();
     service.sort_by_key(|s| s.d);
+    let start = collect.bios.iter().filter_map(|b| b.q).min().unwrap_or(0);
+    let kyber = super::throttle::kyber_waits(&collect.bios, &collect.throttle_events, start);
+    let wbt_steps = super::throttle::wbt_steps(&collect.throttle_events, start);
     let mut w = from_bios_and_wakeups(info, collect.bios, &collect.wakeups);
+    w.throttle.kyber = kyber;
+    w.throttle.wbt.max_depth_at_waits = super::throttle::max_depth_at(
+        &wbt_steps,
+        w.ios
+            .iter()
+            .zip(&w.throttle.wbt.waited)
+            .filter(|(_, waited)| **waited)
+            .map(|(io, _)| io.rec_q.saturating_sub(start)),
+    );
+    w.throttle.wbt_steps = wbt_steps;
     mark_plug_ends(&mut w, &collect.unplugs);
     w.service = service;
     w.max_in_driver = collect.max_in_driver;
@@ -427,6 +454,7 @@ pub fn from_bios_and_wakeups(
     bios.sort_by_key(|b| (b.q.unwrap_or(0), b.c));
     let merges = merge_evidence(&bios);
     let start_ns = bios.first().and_then(|b| b.q).unwrap_or(0);
+    let wbt = super::throttle::wbt_waits(&bios, device.nr_requests, start_ns);
     let end_ns = bios.iter().map(|b| b.c).max().unwrap_or(start_ns);
 
     // Streams by pid, in order of first appearance.
@@ -482,6 +510,10 @@ pub fn from_bios_and_wakeups(
         });
     }
 
+    let mut wbt_held = vec![false; streams.len()];
+    for (io, waited) in ios.iter().zip(&wbt.waited) {
+        wbt_held[io.stream as usize] |= *waited;
+    }
     let mut first_q: Vec<Option<u64>> = vec![None; streams.len()];
     for io in &ios {
         let st = &mut streams[io.stream as usize];
@@ -585,7 +617,18 @@ pub fn from_bios_and_wakeups(
                 })
         });
         let trigger = if !io.sync {
-            Trigger::At(t - start_ns)
+            match last_q[s] {
+                // A writer wbt held back: it goes on when its submission returns, not at
+                // its recorded (throttled) pace, so a replay without the throttle lets it
+                // run ahead.
+                Some((tq, q)) if wbt_held[s] && t.saturating_sub(tq) <= BATCH_NS => {
+                    Trigger::AfterQueue {
+                        io: q,
+                        delay: t.saturating_sub(tq),
+                    }
+                }
+                _ => Trigger::At(t - start_ns),
+            }
         } else if let Some((tc, c)) = slot_freed_by.filter(|_| in_flight[s] > 0) {
             windowed[s] = true;
             Trigger::AfterCompletion {
@@ -713,6 +756,10 @@ pub fn from_bios_and_wakeups(
         service: Vec::new(),
         max_in_driver: 0,
         merges,
+        throttle: super::throttle::Throttling {
+            wbt,
+            ..Default::default()
+        },
     }
 }
 

@@ -3,8 +3,9 @@
 //! domains are served round robin in batches (16, 8, 1, 1).
 //!
 //! Not modelled yet: the depth adaptation from latency percentiles (the pools stay at their
-//! initial depths), so the model shows Kyber's ordering and its caps, not its throttling
-//! under a latency target.
+//! initial depths, or at depths given as `read_depth`, `write_depth`, ...: those a trace's
+//! `kyber_adjust` events show Kyber had reached), so the model shows Kyber's ordering and its
+//! caps, not how its throttling evolves under a latency target.
 
 use std::collections::VecDeque;
 
@@ -17,7 +18,17 @@ const NAMES: [&str; DOMAINS] = ["read", "write", "discard", "other"];
 const DEPTH: [u32; DOMAINS] = [256, 128, 64, 16];
 const BATCH: [u32; DOMAINS] = [16, 8, 1, 1];
 
-pub const KEYS: &[&str] = &["read_lat_nsec", "write_lat_nsec"];
+/// The latency targets (the kernel's tunables), and the domains' depths (model-only: the
+/// depths Kyber's adaptation had reached, as a trace's `kyber_adjust` events show them;
+/// default the initial `kyber_depth`).
+pub const KEYS: &[&str] = &[
+    "read_lat_nsec",
+    "write_lat_nsec",
+    "read_depth",
+    "write_depth",
+    "discard_depth",
+    "other_depth",
+];
 
 pub struct Kyber {
     fifo: [VecDeque<RqId>; DOMAINS],
@@ -36,10 +47,16 @@ impl Kyber {
         // Accepted for compatibility with the recorded tunables; see the module doc.
         s.u64_or("read_lat_nsec", 2_000_000)?;
         s.u64_or("write_lat_nsec", 10_000_000)?;
+        let mut depth = DEPTH;
+        for (d, name) in NAMES.iter().enumerate() {
+            depth[d] = s
+                .u64_or(&format!("{name}_depth"), u64::from(DEPTH[d]))?
+                .clamp(1, u64::from(DEPTH[d])) as u32;
+        }
         Ok(Kyber {
             fifo: Default::default(),
             in_driver: [0; DOMAINS],
-            depth: DEPTH,
+            depth,
             cur: 0,
             batch: 0,
             domain_of: Vec::new(),

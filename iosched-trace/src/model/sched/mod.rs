@@ -500,6 +500,8 @@ pub const SIM_KEYS: &[&str] = &[
     "max_sectors_kb",
     "own_group",
     "iodepth",
+    "wbt_limit",
+    "wbt_drain",
     super::continuation::KEY,
 ];
 
