@@ -2306,6 +2306,187 @@ mod tests {
         assert_eq!(b.rate.max_budget, DEFAULT_MAX_BUDGET);
     }
 
+    /// Two readers, each with one request at a time (iodepth 1): each issues its next
+    /// request (`sector_of(stream, k)`) 50 µs after the previous one completes; the device
+    /// takes 1 ms per request, one at a time. Returns the dispatches (stream, sector) and
+    /// the decisions, from `t0` on.
+    fn two_readers(
+        b: &mut Bfq,
+        per_stream: u64,
+        t0: u64,
+        sector_of: impl Fn(u32, u64) -> u64,
+    ) -> (Vec<(u32, u64)>, Vec<Decision>) {
+        let mut rqs = Vec::new();
+        let mut served = Vec::new();
+        let mut decisions = Vec::new();
+        let rem = [1u32, 1];
+        let mut next_k = [0u64; 2];
+        // (time, stream) of the next arrivals.
+        let mut arrivals: Vec<(u64, u32)> = vec![(t0, 0), (t0, 1)];
+        let mut t = t0;
+        loop {
+            arrivals.sort();
+            while let Some(&(ta, s)) = arrivals.first()
+                && ta <= t
+            {
+                arrivals.remove(0);
+                rqs.push(rq(s, sector_of(s, next_k[s as usize]), ta));
+                next_k[s as usize] += 1;
+                b.insert(&ctx(t, &rqs, &rem), rqs.len() as u32 - 1);
+            }
+            if let Some(r) = b.dispatch(&ctx(t, &rqs, &rem)) {
+                let (s, sector) = (rqs[r as usize].stream, rqs[r as usize].sector);
+                served.push((s, sector));
+                t += 1_000_000;
+                b.completed(&ctx(t, &rqs, &rem), r);
+                if next_k[s as usize] < per_stream {
+                    arrivals.push((t + 50_000, s));
+                }
+            } else {
+                let next = arrivals.iter().map(|a| a.0).min();
+                match (b.next_timer(), next) {
+                    (Some(tt), Some(ta)) if tt < ta => {
+                        t = tt;
+                        b.timer(&ctx(t, &rqs, &rem));
+                    }
+                    (Some(tt), None) => {
+                        t = tt;
+                        b.timer(&ctx(t, &rqs, &rem));
+                    }
+                    (_, Some(ta)) => t = t.max(ta),
+                    (None, None) => break,
+                }
+            }
+            decisions.extend(b.take_decisions().into_iter().map(|d| d.d));
+        }
+        (served, decisions)
+    }
+
+    fn merge_decisions(d: &[Decision]) -> Vec<&Decision> {
+        d.iter()
+            .filter(|d| matches!(d, Decision::Merge { .. } | Decision::Split { .. }))
+            .collect()
+    }
+
+    /// Two processes reading interleaved 4 KiB blocks of one range (strided, as fio
+    /// numjobs=2 on one file): a request close to the other queue's next one (within
+    /// `BFQQ_CLOSE_THR`) merges their queues (EQM). From then on one shared queue serves
+    /// both in sector order: one sequential stream, no switch between the processes.
+    #[test]
+    fn interleaved_readers_share_one_queue_served_in_sector_order() {
+        let settings = Settings::parse_pairs(&["low_latency=0".into()]).unwrap();
+        let mut b = Bfq::new(&settings, &env()).unwrap();
+        let (served, d) = two_readers(&mut b, 40, 0, |s, k| (2 * k + u64::from(s)) * 8);
+        let m = merge_decisions(&d);
+        assert!(
+            matches!(
+                m[..],
+                [Decision::Merge {
+                    why: MergeWhy::Close,
+                    ..
+                }]
+            ),
+            "{m:?}"
+        );
+        let (a, c) = (b.queue_of_stream(0, true, 0), b.queue_of_stream(1, true, 0));
+        assert_eq!(a, c, "one queue for both");
+        assert!(b.queues[a.unwrap()].shared);
+        // After the merge, only the queue left behind expires (and the shared one once
+        // both readers stop, too idle); the shared queue serves the blocks in order,
+        // alternating processes, without an expiration.
+        let merged_at = d
+            .iter()
+            .position(|d| matches!(d, Decision::Merge { .. }))
+            .unwrap();
+        let expirations: Vec<(bool, ExpireReason)> = d[merged_at..]
+            .iter()
+            .filter_map(|d| match d {
+                Decision::Expire { shared, reason, .. } => Some((*shared, *reason)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            expirations,
+            [
+                (false, ExpireReason::Preempted),
+                (true, ExpireReason::TooIdle)
+            ],
+            "{d:?}"
+        );
+        let tail: Vec<u64> = served[served.len() - 60..].iter().map(|x| x.1).collect();
+        assert!(tail.windows(2).all(|w| w[1] == w[0] + 8), "{served:?}");
+    }
+
+    /// Two sequential readers 512 MiB apart, created together: never close, and the
+    /// stable merge scheduled at their creation is refused >= 600 ms later because
+    /// idling boosts a sequential reader's throughput (low_latency=0: nothing raised).
+    #[test]
+    fn readers_far_apart_are_never_merged() {
+        let settings = Settings::parse_pairs(&["low_latency=0".into()]).unwrap();
+        let mut b = Bfq::new(&settings, &env()).unwrap();
+        let (_, d) = two_readers(&mut b, 500, 0, |s, k| u64::from(s) * (1 << 20) + k * 8);
+        assert!(
+            b.now > 700_000_000,
+            "past the delayed stable merge: {}",
+            b.now
+        );
+        assert_eq!(merge_decisions(&d), Vec::<&Decision>::new());
+        assert_ne!(b.queue_of_stream(0, true, 0), b.queue_of_stream(1, true, 0));
+        // The stable merge was scheduled, and tried (once).
+        assert_eq!(b.stable_target.get(1).copied().flatten(), None);
+        assert!(b.stable_scheduled.get(1).copied().unwrap_or(false));
+    }
+
+    /// A queue merged for being close that then turns seeky (both processes jump around)
+    /// is marked at an expiration and split at the next request of each process
+    /// (`bfq_get_bfqq_handle_split`): each gets a queue of its own again.
+    #[test]
+    fn a_merged_queue_gone_seeky_is_split() {
+        let settings = Settings::parse_pairs(&["low_latency=0".into()]).unwrap();
+        let mut b = Bfq::new(&settings, &env()).unwrap();
+        // Interleaved for 10 blocks each, then random blocks far apart.
+        let sector = |s: u32, k: u64| {
+            if k < 10 {
+                (2 * k + u64::from(s)) * 8
+            } else {
+                ((k * 7919 + u64::from(s) * 104_729) % 997) << 16
+            }
+        };
+        let (_, d) = two_readers(&mut b, 80, 0, sector);
+        let m = merge_decisions(&d);
+        assert!(matches!(m.first(), Some(Decision::Merge { .. })), "{m:?}");
+        assert!(
+            m.iter().any(|d| matches!(d, Decision::Split { .. })),
+            "{m:?}"
+        );
+        assert_ne!(b.queue_of_stream(0, true, 0), b.queue_of_stream(1, true, 0));
+    }
+
+    /// On a non-rotational device with queueing, queues created within the burst
+    /// interval are merged at once (early stable merge) and, stably merged, never split
+    /// however seeky their I/O.
+    #[test]
+    fn stably_merged_queues_are_never_split() {
+        let mut e = env();
+        e.rotational = false;
+        let mut b = Bfq::new(&Settings::default(), &e).unwrap();
+        let (_, d) = two_readers(&mut b, 80, 0, |s, k| {
+            ((k * 7919 + u64::from(s) * 104_729) % 997) << 16
+        });
+        let m = merge_decisions(&d);
+        assert!(
+            matches!(
+                m[..],
+                [Decision::Merge {
+                    why: MergeWhy::StableEarly,
+                    ..
+                }]
+            ),
+            "{m:?}"
+        );
+        assert_eq!(b.queue_of_stream(0, true, 0), b.queue_of_stream(1, true, 0));
+    }
+
     #[test]
     fn weights_follow_the_io_priority_level() {
         assert_eq!(ioprio_weight(0), DEFAULT_WEIGHT);
