@@ -191,6 +191,20 @@ pub struct DecisionCheck {
 /// inside the insertion the request's `I` event opens).
 const MERGE_NOTE_SLACK_NS: u64 = 2_000_000;
 
+/// A decision from BFQ's log waiting for the dispatch it leads to.
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    Expire {
+        pid: u32,
+        sync: bool,
+        reason: ExpireReason,
+    },
+    Switch {
+        pid: u32,
+        sync: bool,
+    },
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Step {
     // At one instant: completions first, then arrivals, BFQ's notes, and the dispatch
@@ -297,8 +311,7 @@ pub fn check(
     let mut kept: Vec<Decided> = Vec::new();
     let mut in_driver = 0u32;
     // BFQ's notes since the last dispatch, and the queue it has in service (by pid).
-    let mut pending_expire: Vec<(u32, ExpireReason)> = Vec::new();
-    let mut pending_switch: Option<u32> = None;
+    let mut pending: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
     let mut log_in_service: Option<(u32, bool)> = None;
     // The queue of a logged pid: its stream's sync queue, or the async queue of a request
     // of that process; for `SHARED`, the model's shared queue.
@@ -368,14 +381,10 @@ pub fn check(
             }
             Step::Note(k) => match parsed[k as usize] {
                 BfqLogged::Expire { pid, sync, reason } => {
-                    pending_expire.push((pid, reason));
-                    if log_in_service == Some((pid, sync)) {
-                        log_in_service = None;
-                    }
+                    pending.push_back(Pending::Expire { pid, sync, reason });
                 }
                 BfqLogged::InService { pid, sync } => {
-                    pending_switch = Some(pid);
-                    log_in_service = Some((pid, sync));
+                    pending.push_back(Pending::Switch { pid, sync });
                 }
                 // The device's measured rate is BFQ's state, not a decision: taken as is.
                 BfqLogged::MaxBudget { sectors } => bfq.force_max_budget(sectors),
@@ -393,18 +402,46 @@ pub fn check(
                     .then(|| bfq.in_service_queue())
                     .flatten();
                 exit(&mut kept, natural, &remaining);
-                // BFQ's decisions since the last dispatch, where the model did not make them
-                // (a queue the model expired and put back in service at this dispatch
-                // opportunity is where BFQ's is).
-                for (pid, reason) in pending_expire.drain(..) {
-                    let in_service = bfq.in_service_queue();
-                    if model_pick.is_none() && in_service.is_some_and(|q| log_pid(&bfq, q) == pid) {
-                        bfq.force_expire(&ctx, reason);
-                        bfq.take_decisions();
-                        out.forced_expirations += 1;
+                // BFQ's decisions since the last dispatch, up to the switch to this
+                // request's queue: BFQ may serve several queues in one dispatch round (each
+                // put in service, served one request and expired), and the notes of the
+                // later ones can come before this request's dispatch event.
+                let own = bfq.queue_of_request(id);
+                let upto = pending
+                    .iter()
+                    .position(|p| match *p {
+                        Pending::Switch { pid, sync } => {
+                            own.is_some() && queue_of_pid(&bfq, pid, sync, &rqs) == own
+                        }
+                        Pending::Expire { .. } => false,
+                    })
+                    .map_or(pending.len(), |j| j + 1);
+                let mut pending_switch = None;
+                for p in pending.drain(..upto) {
+                    match p {
+                        // Where the model did not make it (a queue the model expired and
+                        // put back in service at this dispatch opportunity is where
+                        // BFQ's is).
+                        Pending::Expire { pid, sync, reason } => {
+                            if log_in_service == Some((pid, sync)) {
+                                log_in_service = None;
+                            }
+                            let in_service = bfq.in_service_queue();
+                            if model_pick.is_none()
+                                && in_service.is_some_and(|q| log_pid(&bfq, q) == pid)
+                            {
+                                bfq.force_expire(&ctx, reason);
+                                bfq.take_decisions();
+                                out.forced_expirations += 1;
+                            }
+                        }
+                        Pending::Switch { pid, sync } => {
+                            pending_switch = Some(pid);
+                            log_in_service = Some((pid, sync));
+                        }
                     }
                 }
-                if let Some(pid) = pending_switch.take() {
+                if let Some(pid) = pending_switch {
                     let choice = model_pick
                         .or_else(|| bfq.in_service_queue())
                         .or_else(|| bfq.next_choice(&ctx));
