@@ -570,6 +570,59 @@ mod point_tests {
         assert_eq!(c.expirations_matched_pct, 50.0);
     }
 
+    /// Two processes (7 and 8) alternate dispatches, one every µs; their queues are merged
+    /// and BFQ expires the shared queue after the 100th and 200th dispatch of either. A
+    /// shared queue's expiration is placed by all dispatches so far: the model's agrees
+    /// within 5% of the slot, and not 10 dispatches later.
+    #[test]
+    fn shared_queue_expirations_are_placed_by_all_dispatches() {
+        let dispatches: Vec<DispatchPoint> = (0..300u64)
+            .map(|k| (k * 1000, 7 + (k % 2) as u32, k / 2))
+            .collect();
+        let notes = [
+            note(
+                99_500,
+                "bfqSHARED-S expire (2, slow 0, num_disp 0, short_ttime 1)",
+            ),
+            note(
+                199_500,
+                "bfqSHARED-S expire (2, slow 0, num_disp 0, short_ttime 1)",
+            ),
+        ];
+        let shared = |t: u64| Decided {
+            t,
+            d: Decision::Expire {
+                stream: 0,
+                sync: true,
+                reason: ExpireReason::BudgetExhausted,
+                served: 0,
+                shared: true,
+            },
+        };
+        let pid = |s| 7 + s;
+        let c = compare(
+            &notes,
+            &[shared(102_500), shared(202_500)],
+            pid,
+            &dispatches,
+            &dispatches,
+        );
+        assert!(c.log_has_shared_queues);
+        assert_eq!((c.matched, c.agreement_pct), (2, 100.0));
+        let c = compare(
+            &notes,
+            &[shared(110_500), shared(210_500)],
+            pid,
+            &dispatches,
+            &dispatches,
+        );
+        assert_eq!(c.matched_points, 0);
+        // The same expirations of a process's own queue are not the shared queue's.
+        let own = [expire(99_500, 0, ExpireReason::BudgetExhausted)];
+        let c = compare(&notes, &own, pid, &dispatches, &dispatches);
+        assert_eq!(c.matched_points, 0);
+    }
+
     #[test]
     fn the_first_budget_of_a_fresh_queue_gives_the_max_budget() {
         let notes = [

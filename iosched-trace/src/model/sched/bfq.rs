@@ -14,7 +14,12 @@
 //! - interactive weight raising (x30) with large-burst detection; cgroups counted for
 //!   asymmetry (`> 0` non-root groups before 6.1, `> 1` after).
 //!
-//! - stable merge of queues created together (5.13+, immediate on non-rotational devices).
+//! - queue merging: stable merge of queues created together (5.13+: at once on
+//!   non-rotational devices with queueing, else >= 600 ms later unless idling boosts the
+//!   queue's throughput), early merge of queues with close I/O (EQM), split of a merged
+//!   queue gone seeky (not of stably merged ones); the merged queue inherits weight
+//!   raising, the IO_bound flag and the waker (see the `impl Bfq` block on queue merging);
+//! - the 5.12+ IO_bound flag at each sync arrival (`bfq_update_io_intensity`);
 //!
 //! - budget timeouts on jiffies (`jiffies + bfq_timeout`, HZ `hz=`, 250 by default), with
 //!   6.x's rules: `bfq_may_expire_for_budg_timeout`, no timeout expiry for a queue about to
@@ -27,10 +32,11 @@
 //! - a queue emptied by injection while another is in service leaves the busy set.
 //!
 //! Not modelled: requeueing an empty preempted queue (see `REQUEUE_EMPTY_PREEMPTED`),
-//! soft real-time raising, EQM queue merging, delayed stable merge on
-//! rotational devices, time charging of
-//! slow queues, the inject-limit feedback, ioprio classes, the peak-rate estimator (the
-//! fitted device's sequential rate stands for it).
+//! soft real-time raising, time charging of slow queues, the inject-limit feedback,
+//! ioprio classes, the peak-rate estimator (the fitted device's sequential rate stands for
+//! it), queue merging triggered by a bio merge attempt (`bfq_allow_bio_merge`; only at
+//! request insertion here), the per-cgroup request limit of shared queues
+//! (`bfqq_request_over_limit`).
 
 use std::collections::{BTreeSet, VecDeque};
 
