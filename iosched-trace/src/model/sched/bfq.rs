@@ -1430,10 +1430,14 @@ impl Bfq {
     /// `sector`, else the closest within `BFQQ_CLOSE_THR` (queues too late for merging
     /// are not in the position tree).
     fn find_close_cooperator(&self, q: usize, sector: u64, now: u64) -> Option<usize> {
+        // No other queue holds a request: the position tree has nothing but `q`.
+        if self.total_queued == self.queues[q].queued() {
+            return None;
+        }
         let group = self.group_key(q);
         (0..self.queues.len())
-            .filter(|&c| c != q && self.group_key(c) == group && self.queues[c].sync)
-            .filter(|&c| !self.too_late_for_merging(c, now))
+            .filter(|&c| c != q && self.queues[c].queued() > 0 && self.queues[c].sync)
+            .filter(|&c| self.group_key(c) == group && !self.too_late_for_merging(c, now))
             .filter_map(|c| Some((self.next_pos(c)?.abs_diff(sector), c)))
             .filter(|(d, _)| *d <= CLOSE_THR)
             .min()
