@@ -369,7 +369,10 @@ pub fn decision_text(r: &Replayer, d: &Decided) -> String {
             *duration_ns as f64 / 1e9
         ),
         Throttled { domain } => format!("{domain} domain out of tokens"),
-        Merge { stream, into } => format!("merge {}'s queue into {}'s", n(*stream), n(*into)),
+        Merge { stream, into, why } => {
+            format!("merge {}'s queue into {}'s ({why:?})", n(*stream), n(*into))
+        }
+        Split { stream, from } => format!("split {} from {}'s shared queue", n(*stream), n(*from)),
         Slice {
             stream,
             sync,

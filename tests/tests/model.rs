@@ -286,3 +286,30 @@ fn bfq_model_decides_as_bfqs_log_says_for_a_single_reader() {
     assert!(log_total >= 20, "{exp}");
     assert!(agreement >= 90.0, "{check}");
 }
+
+/// BFQ's queue merging against the model's: two sequential readers created together
+/// (multi-reader, 2 jobs, low_latency on) recorded with `--sched-log`. Their queues are
+/// raised, so idling does not boost throughput and BFQ merges them stably at the first
+/// request >= 600 ms after their creation (`bfqSHARED-` from then on). The model must merge
+/// the same process and agree with BFQ's expirations before and after; without merging it
+/// agreed on ~20% (it kept preempting between the readers). Seen at 97-98% on three
+/// recordings here; the bar is 90%.
+#[test]
+fn bfq_model_merges_the_queues_bfq_merges_for_two_readers() {
+    if !real_kernel_available("bfq_model_merges_the_queues_bfq_merges_for_two_readers") {
+        return;
+    }
+    let (_keep, dir) = record_runs_with("multi-reader", &["bfq-ll1-2j"], true);
+    let replay = replay_json(&dir.join("bfq-ll1-2j.istrace"), "bfq", &[]);
+    let check = &replay["runs"][0]["decision_check"];
+    let exp = &check["expirations"];
+    assert_eq!(
+        exp["log_has_shared_queues"], true,
+        "BFQ merged no queue: {check}"
+    );
+    assert_eq!(check["merged_logged"], 1, "{check}");
+    assert_eq!(check["merged_matched"], 1, "{check}");
+    let agreement = exp["agreement_pct"].as_f64().unwrap();
+    eprintln!("trace-driven agreement {agreement:.1}% with merged queues");
+    assert!(agreement >= 90.0, "{check}");
+}

@@ -179,6 +179,30 @@ pub struct DecisionCheck {
     pub forced_switches: u64,
     /// Requests driven through the model.
     pub requests: u64,
+    /// Queue merges: processes BFQ merged into another's queue, those the model merged,
+    /// and those in both. A merge BFQ made and the model did not is imposed at the
+    /// request it came with.
+    pub merged_logged: u64,
+    pub merged_predicted: u64,
+    pub merged_matched: u64,
+}
+
+/// How far from the request that caused it BFQ's merge note may be (the note is written
+/// inside the insertion the request's `I` event opens).
+const MERGE_NOTE_SLACK_NS: u64 = 2_000_000;
+
+/// A decision from BFQ's log waiting for the dispatch it leads to.
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    Expire {
+        pid: u32,
+        sync: bool,
+        reason: ExpireReason,
+    },
+    Switch {
+        pid: u32,
+        sync: bool,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -253,6 +277,23 @@ pub fn check(
         }
     }
     let parsed: Vec<BfqLogged> = notes.iter().map(|n| bfqlog::parse(&n.text)).collect();
+    // BFQ's merges by process, in time order: imposed on the model at the process's
+    // request they came with.
+    let mut log_merges: rustc_hash::FxHashMap<u32, std::collections::VecDeque<(u64, u32)>> =
+        rustc_hash::FxHashMap::default();
+    let mut by_time: Vec<(u64, u32, u32)> = notes
+        .iter()
+        .zip(&parsed)
+        .filter_map(|(n, p)| match *p {
+            BfqLogged::Merge { pid, into } => Some((n.ts_ns, pid, into)),
+            _ => None,
+        })
+        .collect();
+    by_time.sort_by_key(|m| m.0);
+    for (t, pid, into) in by_time {
+        log_merges.entry(pid).or_default().push_back((t, into));
+    }
+    let logged_merged: std::collections::BTreeSet<u32> = log_merges.keys().copied().collect();
     for (k, n) in notes.iter().enumerate() {
         if matches!(
             parsed[k],
@@ -270,12 +311,14 @@ pub fn check(
     let mut kept: Vec<Decided> = Vec::new();
     let mut in_driver = 0u32;
     // BFQ's notes since the last dispatch, and the queue it has in service (by pid).
-    let mut pending_expire: Vec<(u32, ExpireReason)> = Vec::new();
-    let mut pending_switch: Option<u32> = None;
+    let mut pending: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
     let mut log_in_service: Option<(u32, bool)> = None;
     // The queue of a logged pid: its stream's sync queue, or the async queue of a request
-    // of that process.
+    // of that process; for `SHARED`, the model's shared queue.
     let queue_of_pid = |bfq: &Bfq, pid: u32, sync: bool, rqs: &[Rq]| -> Option<usize> {
+        if pid == bfqlog::SHARED && sync {
+            return bfq.shared_queue();
+        }
         let s = *stream_of.get(&pid)?;
         let cgroup = rqs.iter().find(|r| r.stream == s).map_or(0, |r| r.cgroup);
         bfq.queue_of_stream(s, sync, cgroup)
@@ -283,6 +326,14 @@ pub fn check(
     // A queue whose process has no more I/O leaves service when the process exits
     // (`bfq_exit_bfqq`: `__bfq_bfqq_expire`, which BFQ does not log): the model's
     // expiration of such a queue for having no requests is not compared.
+    // The pid BFQ's log gives a model queue.
+    let log_pid = |bfq: &Bfq, q: usize| {
+        if bfq.queue_is_shared(q) {
+            bfqlog::SHARED
+        } else {
+            pid_of(bfq.stream_of_queue(q))
+        }
+    };
     let exit = |kept: &mut Vec<Decided>, natural: Vec<Decided>, remaining: &[u32]| {
         kept.extend(natural.into_iter().filter(|d| {
             !matches!(d.d, Decision::Expire {
@@ -304,10 +355,22 @@ pub fn check(
         match step {
             Step::Insert(id) => {
                 rqs[id as usize].state = RqState::Queued;
-                remaining[rqs[id as usize].stream as usize] -= 1;
+                let stream = rqs[id as usize].stream;
+                remaining[stream as usize] -= 1;
                 let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
                 bfq.insert(&ctx, id);
                 exit(&mut kept, bfq.take_decisions(), &remaining);
+                // A merge BFQ made at this request and the model did not: imposed (the
+                // request itself stays where the model put it).
+                if let Some(pending) = log_merges.get_mut(&pid_of(stream))
+                    && let Some(&(tn, into)) = pending.front()
+                    && tn <= t + MERGE_NOTE_SLACK_NS
+                {
+                    pending.pop_front();
+                    if let Some(q) = queue_of_pid(&bfq, into, true, &rqs) {
+                        bfq.force_merge(&ctx, stream, q);
+                    }
+                }
             }
             Step::Complete(id) => {
                 rqs[id as usize].state = RqState::Done;
@@ -318,14 +381,10 @@ pub fn check(
             }
             Step::Note(k) => match parsed[k as usize] {
                 BfqLogged::Expire { pid, sync, reason } => {
-                    pending_expire.push((pid, reason));
-                    if log_in_service == Some((pid, sync)) {
-                        log_in_service = None;
-                    }
+                    pending.push_back(Pending::Expire { pid, sync, reason });
                 }
                 BfqLogged::InService { pid, sync } => {
-                    pending_switch = Some(pid);
-                    log_in_service = Some((pid, sync));
+                    pending.push_back(Pending::Switch { pid, sync });
                 }
                 // The device's measured rate is BFQ's state, not a decision: taken as is.
                 BfqLogged::MaxBudget { sectors } => bfq.force_max_budget(sectors),
@@ -336,29 +395,58 @@ pub fn check(
                 // The model's own decision at this dispatch opportunity.
                 bfq.decide_dispatch(&ctx);
                 let natural = bfq.take_decisions();
-                let model_pick = natural.iter().rev().find_map(|d| match d.d {
-                    Decision::InService { stream, .. } => Some(stream),
-                    _ => None,
-                });
+                // The queue the model put in service, if it did: the one still in service.
+                let model_pick = natural
+                    .iter()
+                    .any(|d| matches!(d.d, Decision::InService { .. }))
+                    .then(|| bfq.in_service_queue())
+                    .flatten();
                 exit(&mut kept, natural, &remaining);
-                // BFQ's decisions since the last dispatch, where the model did not make them
-                // (a queue the model expired and put back in service at this dispatch
-                // opportunity is where BFQ's is).
-                for (pid, reason) in pending_expire.drain(..) {
-                    let in_service = bfq.in_service_queue().map(|q| bfq.stream_of_queue(q));
-                    if model_pick.is_none() && in_service.is_some_and(|s| pid_of(s) == pid) {
-                        bfq.force_expire(&ctx, reason);
-                        bfq.take_decisions();
-                        out.forced_expirations += 1;
+                // BFQ's decisions since the last dispatch, up to the switch to this
+                // request's queue: BFQ may serve several queues in one dispatch round (each
+                // put in service, served one request and expired), and the notes of the
+                // later ones can come before this request's dispatch event.
+                let own = bfq.queue_of_request(id);
+                let upto = pending
+                    .iter()
+                    .position(|p| match *p {
+                        Pending::Switch { pid, sync } => {
+                            own.is_some() && queue_of_pid(&bfq, pid, sync, &rqs) == own
+                        }
+                        Pending::Expire { .. } => false,
+                    })
+                    .map_or(pending.len(), |j| j + 1);
+                let mut pending_switch = None;
+                for p in pending.drain(..upto) {
+                    match p {
+                        // Where the model did not make it (a queue the model expired and
+                        // put back in service at this dispatch opportunity is where
+                        // BFQ's is).
+                        Pending::Expire { pid, sync, reason } => {
+                            if log_in_service == Some((pid, sync)) {
+                                log_in_service = None;
+                            }
+                            let in_service = bfq.in_service_queue();
+                            if model_pick.is_none()
+                                && in_service.is_some_and(|q| log_pid(&bfq, q) == pid)
+                            {
+                                bfq.force_expire(&ctx, reason);
+                                bfq.take_decisions();
+                                out.forced_expirations += 1;
+                            }
+                        }
+                        Pending::Switch { pid, sync } => {
+                            pending_switch = Some(pid);
+                            log_in_service = Some((pid, sync));
+                        }
                     }
                 }
-                if let Some(pid) = pending_switch.take() {
-                    let choice = model_pick.or_else(|| match bfq.in_service_queue() {
-                        Some(q) => Some(bfq.stream_of_queue(q)),
-                        None => bfq.next_choice(&ctx).map(|q| bfq.stream_of_queue(q)),
-                    });
+                if let Some(pid) = pending_switch {
+                    let choice = model_pick
+                        .or_else(|| bfq.in_service_queue())
+                        .or_else(|| bfq.next_choice(&ctx));
                     out.next_queue_checked += 1;
-                    if choice.is_some_and(|s| pid_of(s) == pid) {
+                    if choice.is_some_and(|q| log_pid(&bfq, q) == pid) {
                         out.next_queue_matched += 1;
                     }
                 }
@@ -377,6 +465,16 @@ pub fn check(
             }
         }
     }
+    let predicted: std::collections::BTreeSet<u32> = kept
+        .iter()
+        .filter_map(|d| match d.d {
+            Decision::Merge { stream, .. } => Some(pid_of(stream)),
+            _ => None,
+        })
+        .collect();
+    out.merged_logged = logged_merged.len() as u64;
+    out.merged_predicted = predicted.len() as u64;
+    out.merged_matched = predicted.intersection(&logged_merged).count() as u64;
     out.expirations = bfqlog::compare(notes, &kept, pid_of, dispatches, dispatches);
     out.next_queue_agreement_pct = if out.next_queue_checked == 0 {
         100.0

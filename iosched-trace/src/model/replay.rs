@@ -161,8 +161,10 @@ pub struct DecisionCounts {
     pub wakers: u64,
     pub raises: u64,
     pub throttled: u64,
-    /// Queues merged (BFQ stable merge).
+    /// Queues merged (BFQ stable merge and EQM).
     pub merges: u64,
+    /// Merged queues split again (BFQ).
+    pub splits: u64,
     /// Time slices set (CFQ).
     pub slices: u64,
     /// Group service charges (CFQ with cgroups).
@@ -202,6 +204,7 @@ impl DecisionCounts {
                 Decision::Raise { .. } => c.raises += 1,
                 Decision::Throttled { .. } => c.throttled += 1,
                 Decision::Merge { .. } => c.merges += 1,
+                Decision::Split { .. } => c.splits += 1,
                 Decision::Slice { .. } => c.slices += 1,
                 Decision::GroupServed { .. } => c.groups_served += 1,
                 Decision::WaitBusy { .. } => c.wait_busy += 1,

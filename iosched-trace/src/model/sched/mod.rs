@@ -263,6 +263,21 @@ pub enum InjectWhy {
     Limit,
 }
 
+/// Why BFQ merged two queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeWhy {
+    /// Stable merge at creation, on a non-rotational device with queueing
+    /// (`bfq_do_early_stable_merge`, 5.13+).
+    StableEarly,
+    /// Stable merge scheduled at creation, made at a request >= 600 ms later when idling
+    /// would not boost the queue's throughput (`bfq_setup_stable_merge`, 5.13+).
+    StableDelayed,
+    /// Early queue merge: the request was close to the in-service queue's last position
+    /// or to another queue's next request (`bfq_setup_cooperator`, EQM).
+    Close,
+}
+
 /// One decision, as the scheduler would log it. Queues are named after their stream.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "what", rename_all = "snake_case")]
@@ -280,11 +295,18 @@ pub enum Decision {
         /// The queue is shared by merged processes (BFQ logs it as `bfqSHARED-`).
         shared: bool,
     },
-    /// BFQ merged `stream`'s new queue into `into`'s (stable merge of queues created
-    /// together, 5.13+).
+    /// BFQ redirected `stream`'s sync I/O into the queue named after `into`
+    /// (`bfq_merge_bfqqs`): from then on the queue is shared (`bfqSHARED-` in BFQ's log).
     Merge {
         stream: u32,
         into: u32,
+        why: MergeWhy,
+    },
+    /// BFQ gave `stream` back a queue of its own (`bfq_split_bfqq`): the shared queue
+    /// named after `from` had turned seeky.
+    Split {
+        stream: u32,
+        from: u32,
     },
     Idle {
         stream: u32,
