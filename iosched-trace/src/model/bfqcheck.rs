@@ -23,7 +23,7 @@
 use serde::Serialize;
 
 use crate::{
-    event::{Dev, Event, EventKind, Note, Op},
+    event::{Dev, Event, EventKind, Note, Op, ReqFlags},
     input::{InputError, TraceSource},
     timeline::{DeviceState, LifeSink, RequestLife, Submitter, Timeline},
 };
@@ -50,6 +50,10 @@ pub struct RecordedRq {
     pub dispatched: Option<u64>,
     /// Completed (C), if it was.
     pub completed: Option<u64>,
+    /// Its data went through the flush machinery: its bio carried REQ_PREFLUSH on a device
+    /// with a write cache (`blk_insert_flush`: a flush first, then the data), so it reached
+    /// the scheduler at the head of its dispatch list, not through its queues.
+    pub flush_data: bool,
 }
 
 #[derive(Default)]
@@ -60,19 +64,41 @@ struct Lives {
     /// Requests issued and not yet done: a request whose completion the trace lost ends
     /// no life (the timeline replaces it when its address comes back), yet BFQ served it.
     issued: rustc_hash::FxHashMap<u64, RecordedRq>,
+    /// Bios (by address) queued with REQ_PREFLUSH and data.
+    preflush_bios: rustc_hash::FxHashSet<u64>,
+    /// The trace issued a flush: the device has a write cache. Without one, REQ_PREFLUSH
+    /// is dropped (`blk_flush_policy`) and such data goes through the scheduler's queues.
+    flushes_issued: bool,
 }
 
 impl Lives {
     fn finish(mut self) -> Vec<RecordedRq> {
         self.done.extend(self.issued.into_values());
+        if !self.flushes_issued {
+            for r in &mut self.done {
+                r.flush_data = false;
+            }
+        }
         self.done
     }
 }
 
 impl LifeSink for Lives {
     fn event(&mut self, ev: &Event) {
-        if ev.kind == EventKind::Insert && ev.rq != 0 {
-            self.inserted.insert(ev.rq, ev.ts_ns);
+        match ev.kind {
+            EventKind::Insert if ev.rq != 0 => {
+                self.inserted.insert(ev.rq, ev.ts_ns);
+            }
+            EventKind::Queue if ev.bio != 0 => {
+                // Bio addresses are reused: each Q says what this one is.
+                if ev.bytes > 0 && ev.flags.has(ReqFlags::PREFLUSH) {
+                    self.preflush_bios.insert(ev.bio);
+                } else {
+                    self.preflush_bios.remove(&ev.bio);
+                }
+            }
+            EventKind::Issue if ev.op == Op::Flush => self.flushes_issued = true,
+            _ => {}
         }
     }
 
@@ -96,6 +122,7 @@ impl LifeSink for Lives {
             inserted: i,
             dispatched: Some(ev.ts_ns),
             completed: None,
+            flush_data: self.preflush_bios.contains(&ev.bio),
         };
         match self.issued.entry(ev.rq) {
             std::collections::hash_map::Entry::Occupied(mut o) => {
@@ -112,7 +139,7 @@ impl LifeSink for Lives {
     }
 
     fn request_done(&mut self, rq: &RequestLife) {
-        self.issued.remove(&rq.rq);
+        let flush_data = self.issued.remove(&rq.rq).is_some_and(|r| r.flush_data);
         // Requests that never went through the scheduler (flushes, bypass) have no I.
         let (Some(i), Some(s)) = (rq.i, rq.submitter.as_ref()) else {
             return;
@@ -131,6 +158,7 @@ impl LifeSink for Lives {
             inserted: i,
             dispatched: rq.first_d,
             completed: (rq.c > 0).then_some(rq.c),
+            flush_data,
         });
     }
 }
@@ -223,6 +251,8 @@ pub fn check(
     let mut rqs: Vec<Rq> = Vec::new();
     let mut times: Vec<(u64, Step)> = Vec::new();
     let mut remaining = vec![0u32; w.streams.len()];
+    // Requests the flush machinery hands to the head of BFQ's dispatch list.
+    let mut at_head: Vec<bool> = Vec::new();
     for r in requests {
         let Some(&stream) = stream_of.get(&r.pid) else {
             continue;
@@ -244,6 +274,7 @@ pub fn check(
             bios: 1,
         });
         remaining[stream as usize] += 1;
+        at_head.push(r.flush_data);
         times.push((r.inserted, Step::Insert(id)));
         if let Some(d) = r.dispatched {
             times.push((d.max(r.inserted), Step::Dispatch(id)));
@@ -306,7 +337,11 @@ pub fn check(
                 rqs[id as usize].state = RqState::Queued;
                 remaining[rqs[id as usize].stream as usize] -= 1;
                 let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
-                bfq.insert(&ctx, id);
+                if at_head[id as usize] {
+                    bfq.insert_at_head(&ctx, id);
+                } else {
+                    bfq.insert(&ctx, id);
+                }
                 exit(&mut kept, bfq.take_decisions(), &remaining);
             }
             Step::Complete(id) => {
@@ -331,6 +366,15 @@ pub fn check(
                 BfqLogged::MaxBudget { sectors } => bfq.force_max_budget(sectors),
                 _ => {}
             },
+            Step::Dispatch(id) if at_head[id as usize] => {
+                // Served from the dispatch list before BFQ selects a queue
+                // (`__bfq_dispatch_request`): no decision here, and BFQ's notes wait for
+                // the next dispatch from its queues.
+                let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+                bfq.dispatch_from_list(&ctx, id);
+                rqs[id as usize].state = RqState::Dispatched;
+                in_driver += 1;
+            }
             Step::Dispatch(id) => {
                 let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
                 // The model's own decision at this dispatch opportunity.
@@ -435,12 +479,16 @@ mod tests {
     }
 
     fn bfq(pairs: &[&str]) -> Bfq {
+        bfq_with(pairs, vec![0])
+    }
+
+    fn bfq_with(pairs: &[&str], stream_ioprio: Vec<u16>) -> Bfq {
         let env = SchedEnv {
             rotational: true,
             kernel: 6018,
             peak_sectors_per_sec: 1e6,
             root_cgroups: vec![0, 1],
-            stream_ioprio: vec![0],
+            stream_ioprio,
             max_budget_start: None,
         };
         let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
@@ -472,6 +520,7 @@ mod tests {
                 inserted: t,
                 dispatched: Some(t + 10_000),
                 completed: Some(t + 500_000),
+                flush_data: false,
             });
             dispatches.push((t + 10_000, pid, k));
             notes.push(note(
@@ -531,5 +580,95 @@ mod tests {
         let c = check(bfq(&[]), &w, &requests, &notes, &dispatches, true, 32);
         assert_eq!(c.expirations.matched, 0);
         assert_eq!(c.forced_expirations, 39);
+    }
+
+    /// dd (pid 7, default weight 40) writes one request at a time and BFQ idles for it;
+    /// between two of them, jbd2 (pid 8, best effort level 3: weight 50) writes a commit
+    /// block with REQ_PREFLUSH, which the flush machinery puts at the head of BFQ's
+    /// dispatch list. BFQ's queues never see it: it cannot preempt dd (a queue of higher
+    /// weight becoming busy would, `bfq_bfqq_higher_class_or_weight`), so the log has dd
+    /// in service throughout. The same requests taken as queued ones make the model
+    /// preempt dd at each commit.
+    #[test]
+    fn flush_data_reaches_the_dispatch_list_not_the_queues() {
+        let (dd, jbd2) = (7, 8);
+        let mut w = workload(dd);
+        w.streams.push(crate::model::scenarios::stream(jbd2, "", 1));
+        let mut requests = Vec::new();
+        let mut dispatches = Vec::new();
+        for k in 0..20u64 {
+            let t = 1_000_000 + k * 2_000_000;
+            let base = RecordedRq {
+                pid: dd,
+                cgroup: 1,
+                ioprio: 0,
+                sector: k * 8,
+                sectors: 8,
+                op: Op::Write,
+                sync: true,
+                inserted: t,
+                dispatched: Some(t + 10_000),
+                completed: Some(t + 500_000),
+                flush_data: false,
+            };
+            requests.push(base);
+            dispatches.push((t + 10_000, dd, 2 * k));
+            requests.push(RecordedRq {
+                pid: jbd2,
+                ioprio: (2 << 13) | 3,
+                sector: (1 << 20) + k * 8,
+                inserted: t + 600_000,
+                dispatched: Some(t + 610_000),
+                completed: Some(t + 800_000),
+                flush_data: true,
+                ..base
+            });
+            dispatches.push((t + 610_000, jbd2, k));
+        }
+        // dd goes on after the trace, within the idling after its last completion.
+        requests.push(RecordedRq {
+            dispatched: None,
+            completed: None,
+            inserted: 41_000_000,
+            ..requests[0]
+        });
+        let notes = [note(
+            990_000,
+            "bfq7S set_in_service_queue, cur-budget = 100",
+        )];
+        let ioprio = vec![0, (2 << 13) | 3];
+        let at_head = check(
+            bfq_with(&["low_latency=0"], ioprio.clone()),
+            &w,
+            &requests,
+            &notes,
+            &dispatches,
+            true,
+            32,
+        );
+        // dd's first switch in, as the log's, and nothing else.
+        assert_eq!(at_head.expirations.model_switches, 1);
+        assert!(at_head.expirations.model_expirations.is_empty());
+        assert_eq!(at_head.expirations.agreement_pct, 100.0);
+        assert_eq!(at_head.forced_switches, 0);
+        let mut queued = requests.clone();
+        for r in &mut queued {
+            r.flush_data = false;
+        }
+        let c = check(
+            bfq_with(&["low_latency=0"], ioprio),
+            &w,
+            &queued,
+            &notes,
+            &dispatches,
+            true,
+            32,
+        );
+        assert_eq!(
+            c.expirations.model_expirations.get("preempted"),
+            Some(&20),
+            "{c:?}"
+        );
+        assert_eq!(c.expirations.agreement_pct, 0.0);
     }
 }

@@ -84,6 +84,8 @@ const REQUEUE_EMPTY_PREEMPTED: bool = false;
 /// A cgroup's BFQ weight (`io.bfq.weight`, cgroup v2's default; v1's
 /// `BFQ_WEIGHT_LEGACY_DFL` is the same).
 const GROUP_WEIGHT: f64 = 100.0;
+/// `queue_of` of a request no queue holds.
+const NO_QUEUE: u32 = u32::MAX;
 /// Async queues are charged this much more per sector.
 const ASYNC_CHARGE: u32 = 3;
 
@@ -1144,7 +1146,7 @@ impl Bfq {
     /// Trace-driven check: `rq` went to the driver (whatever the model would have chosen).
     pub(crate) fn force_dispatch(&mut self, ctx: &Ctx, rq: RqId) {
         self.now = ctx.now;
-        let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) else {
+        let Some(q) = self.queue_of_rq(rq) else {
             return;
         };
         if self.rq_pos.get(rq as usize).is_none_or(|p| *p == u64::MAX) {
@@ -1154,6 +1156,44 @@ impl Bfq {
             self.end_idle(IdleOutcome::Arrived);
         }
         self.serve(ctx, q, rq);
+    }
+
+    /// Trace-driven check: a request's data the flush machinery inserted at the head
+    /// (a write with REQ_PREFLUSH on a device with a write cache). Since 6.5 ("blk-mq: use
+    /// the I/O scheduler for writes from the flush state machine") it reaches
+    /// `bfq_insert_request` with `BLK_MQ_INSERT_AT_HEAD`: `bfq_init_rq` gives it its
+    /// process's queue, but it goes on `bfqd->dispatch`, not into the queue (no
+    /// `bfq_add_request`: no activation, think time or waker check). Before, it bypassed
+    /// the scheduler (`blk_mq_sched_bypass_insert`, RQF_FLUSH_SEQ) and BFQ never knew it.
+    pub(crate) fn insert_at_head(&mut self, ctx: &Ctx, rq: RqId) {
+        self.now = ctx.now;
+        if self.kernel < 6005 {
+            return;
+        }
+        let q = self.queue_for(ctx, rq);
+        if self.queue_of.len() <= rq as usize {
+            self.queue_of.resize(rq as usize + 1, NO_QUEUE);
+        }
+        self.queue_of[rq as usize] = q as u32;
+    }
+
+    /// Trace-driven check: a request of [`Bfq::insert_at_head`] went to the driver:
+    /// `__bfq_dispatch_request` serves the dispatch list first, before selecting a queue,
+    /// counting it in its queue's `dispatched` (its completion is the queue's like any
+    /// other) without charging any service.
+    pub(crate) fn dispatch_from_list(&mut self, ctx: &Ctx, rq: RqId) {
+        self.now = ctx.now;
+        if let Some(q) = self.queue_of_rq(rq) {
+            self.queues[q].dispatched += 1;
+        }
+    }
+
+    /// The queue a request was given, if any.
+    fn queue_of_rq(&self, rq: RqId) -> Option<usize> {
+        self.queue_of
+            .get(rq as usize)
+            .filter(|q| **q != NO_QUEUE)
+            .map(|q| *q as usize)
     }
 
     /// Trace-driven check: BFQ's peak-rate estimator set its max budget
@@ -1237,7 +1277,7 @@ impl Scheduler for Bfq {
     }
 
     fn repositioned(&mut self, ctx: &Ctx, rq: RqId, old_sector: u64) {
-        if let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) {
+        if let Some(q) = self.queue_of_rq(rq) {
             let sorted = &mut self.queues[q].sorted;
             reposition_sorted(sorted, &mut self.rq_pos, ctx, rq, old_sector);
         }
@@ -1247,7 +1287,7 @@ impl Scheduler for Bfq {
         self.now = ctx.now;
         let q = self.queue_for(ctx, rq);
         if self.queue_of.len() <= rq as usize {
-            self.queue_of.resize(rq as usize + 1, 0);
+            self.queue_of.resize(rq as usize + 1, NO_QUEUE);
         }
         self.queue_of[rq as usize] = q as u32;
         let r = &ctx.rqs[rq as usize];
@@ -1321,7 +1361,7 @@ impl Scheduler for Bfq {
 
     fn completed(&mut self, ctx: &Ctx, rq: RqId) {
         self.now = ctx.now;
-        let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) else {
+        let Some(q) = self.queue_of_rq(rq) else {
             return;
         };
         {
