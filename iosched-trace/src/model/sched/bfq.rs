@@ -11,8 +11,12 @@
 //! - waker detection (5.3: 2 hits within 200 µs; 5.12+: 3 hits within 4 ms);
 //! - preemption on activation (hole recovery; higher weight 5.3+; plugging no longer worth
 //!   it 5.12+);
-//! - interactive weight raising (x30) with large-burst detection; cgroups counted for
+//! - interactive weight raising (x30) with large-burst detection; soft real-time raising
+//!   (x3000 for 300 ms, budget timeout x1) of a queue back after an isochronous pause, and
+//!   its switch back to the interactive period it interrupted; cgroups counted for
 //!   asymmetry (`> 0` non-root groups before 6.1, `> 1` after).
+//! - the data of a write with REQ_PREFLUSH (6.5+: on BFQ's dispatch list, outside its
+//!   queues; [`Bfq::insert_at_head`]).
 //!
 //! - stable merge of queues created together (5.13+, immediate on non-rotational devices).
 //!
@@ -27,7 +31,7 @@
 //! - a queue emptied by injection while another is in service leaves the busy set.
 //!
 //! Not modelled: requeueing an empty preempted queue (see `REQUEUE_EMPTY_PREEMPTED`),
-//! soft real-time raising, EQM queue merging, delayed stable merge on
+//! EQM queue merging, delayed stable merge on
 //! rotational devices, time charging of
 //! slow queues, the inject-limit feedback, ioprio classes, the peak-rate estimator (the
 //! fitted device's sequential rate stands for it).
@@ -67,6 +71,13 @@ const RATE_MIN_INTERVAL_NS: u64 = 300_000_000;
 const RATE_MIN_SAMPLES: u32 = 32;
 const RATE_IDLE_RESET_NS: u64 = 100_000_000;
 const WR_COEFF: u32 = 30;
+/// Soft real-time raising (`BFQ_SOFTRT_WEIGHT_FACTOR` x `bfq_wr_coeff`, for
+/// `bfq_wr_rt_max_time`), for a queue that comes back, with nothing in flight, after an
+/// idle pause long enough for its rate since it last became busy to stay under
+/// `bfq_wr_max_softrt_rate` sectors/s.
+const SOFTRT_COEFF: u32 = WR_COEFF * 100;
+const WR_RT_MAX_TIME_NS: u64 = 300_000_000;
+const WR_MAX_SOFTRT_RATE: u64 = 7000;
 const WR_MIN_IDLE_NS: u64 = 2_000_000_000;
 const MAX_SERVICE_FROM_WR: u64 = 120_000;
 const MIN_TT_NS: u64 = 2_000_000;
@@ -119,8 +130,22 @@ struct Queue {
     became_busy: u64,
     became_idle: Option<u64>,
     wr_coeff: u32,
+    /// `last_wr_start_finish` while raised: the raising period runs from it for `wr_dur`.
     wr_start: u64,
+    /// `wr_cur_max_time`: [`WR_RT_MAX_TIME_NS`] marks soft real-time raising.
     wr_dur: u64,
+    /// Where the interactive raising a switch to soft real-time interrupted began
+    /// (`wr_start_at_switch_to_srt`); `None`: minus infinity (none to go back to).
+    wr_start_at_switch_to_srt: Option<u64>,
+    /// Soft real-time detection: the queue may be deemed soft real-time when it becomes
+    /// busy after this instant (`soft_rt_next_start`; `u64::MAX` until an expiration
+    /// found it isochronous); when it last became busy and the service since.
+    soft_rt_next_start: u64,
+    last_idle_bklogged: u64,
+    service_from_backlogged: u64,
+    /// Expired empty with requests in flight: `soft_rt_next_start` is computed when they
+    /// are done.
+    softrt_update: bool,
     wr_service: u64,
     waker: Option<usize>,
     waker_cand: Option<usize>,
@@ -526,6 +551,12 @@ impl Bfq {
             wr_coeff: 1,
             wr_start: 0,
             wr_dur: 0,
+            wr_start_at_switch_to_srt: None,
+            // `bfq_init_bfqq`: "the value for which bfqq will not be deemed as soft rt".
+            soft_rt_next_start: u64::MAX,
+            last_idle_bklogged: ctx.now,
+            service_from_backlogged: 0,
+            softrt_update: false,
             wr_service: 0,
             waker: None,
             waker_cand: None,
@@ -628,27 +659,60 @@ impl Bfq {
         // raised ("do not raise non-default weights").
         let default_weight =
             self.kernel < 5012 || (qq.orig_weight - DEFAULT_WEIGHT).abs() < f64::EPSILON;
-        if self.low_latency
-            && qq.sync
-            && qq.wr_coeff == 1
-            && !qq.in_large_burst
-            && idle_for_long
-            && default_weight
-        {
-            qq.wr_coeff = WR_COEFF;
-            qq.wr_start = now;
-            qq.wr_dur = wr_dur;
-            qq.wr_service = 0;
-            raised = Some(qq.stream);
-        }
+        let in_burst = qq.in_large_burst;
+        // `BFQQE_TOTALLY_SEEKY` (5.2+): all of the last 32 requests seeky.
+        let totally_seeky = self.kernel >= 5002 && qq.seek_hist == u32::MAX;
+        let soft_rt = !totally_seeky
+            && !in_burst
+            && now > qq.soft_rt_next_start
+            && qq.dispatched == 0
+            && default_weight;
+        let interactive = !in_burst && idle_for_long && default_weight;
+        let old_wr_coeff = qq.wr_coeff;
         qq.budget = if wants_to_preempt {
             left.min(qq.max_budget)
         } else {
             qq.max_budget.max(first_sectors)
         };
-        if raised.is_some() {
-            qq.budget = qq.budget.min(2 * min_budget).max(first_sectors);
+        // `bfq_update_bfqq_wr_on_rq_arrival`.
+        if self.low_latency {
+            if old_wr_coeff == 1 && qq.sync && (interactive || soft_rt) {
+                if interactive {
+                    qq.wr_coeff = WR_COEFF;
+                    qq.wr_dur = wr_dur;
+                    qq.wr_service = 0;
+                } else {
+                    qq.wr_start_at_switch_to_srt = None;
+                    qq.wr_coeff = SOFTRT_COEFF;
+                    qq.wr_dur = WR_RT_MAX_TIME_NS;
+                }
+                qq.budget = qq.budget.min(2 * min_budget).max(first_sectors);
+                raised = Some((qq.stream, qq.wr_coeff, qq.wr_dur));
+            } else if old_wr_coeff > 1 {
+                if interactive {
+                    qq.wr_coeff = WR_COEFF;
+                    qq.wr_dur = wr_dur;
+                } else if in_burst {
+                    qq.wr_coeff = 1;
+                } else if soft_rt {
+                    // Still or again soft real-time: the soft real-time period restarts
+                    // (from an interactive one, which it may go back to).
+                    if qq.wr_dur != WR_RT_MAX_TIME_NS {
+                        qq.wr_start_at_switch_to_srt = Some(qq.wr_start);
+                        qq.wr_dur = WR_RT_MAX_TIME_NS;
+                        qq.wr_coeff = SOFTRT_COEFF;
+                    }
+                    qq.wr_start = now;
+                }
+            }
+            // `bfq_add_request`: a raising period starts (or an interactive one restarts).
+            if old_wr_coeff == 1 || qq.wr_coeff == 1 || interactive {
+                qq.wr_start = now;
+            }
         }
+        qq.last_idle_bklogged = now;
+        qq.service_from_backlogged = 0;
+        qq.softrt_update = false;
         qq.busy = true;
         qq.became_busy = now;
         if let Some(t) = qq.became_idle.take() {
@@ -670,11 +734,11 @@ impl Bfq {
         if raised_now {
             self.wr_busy += 1;
         }
-        if let Some(stream) = raised {
+        if let Some((stream, coeff, duration_ns)) = raised {
             self.log(Decision::Raise {
                 stream,
-                coeff: WR_COEFF,
-                duration_ns: wr_dur,
+                coeff,
+                duration_ns,
             });
         }
         // Preemption of the in-service queue.
@@ -742,6 +806,16 @@ impl Bfq {
                 .iter()
                 .any(|m| ctx.stream_has_future(*m))
             && self.guarantees(q, ctx.in_driver).is_some();
+        // `bfq_bfqq_expire`: an empty queue with nothing in flight is isochronous so far:
+        // when it may next be deemed soft real-time; with requests in flight, that waits
+        // for their completion.
+        if self.low_latency && self.queues[q].queued() == 0 {
+            if self.queues[q].dispatched == 0 {
+                self.queues[q].soft_rt_next_start = self.softrt_next_start(q, ctx.now);
+            } else {
+                self.queues[q].softrt_update = true;
+            }
+        }
         let max = self.bfq_max_budget();
         let min = self.min_budget();
         let old_rules = self.kernel < 5012;
@@ -801,6 +875,11 @@ impl Bfq {
             qq.budget = qq.max_budget.max(next_charge).max(1);
             qq.finish = qq.start + f64::from(qq.budget) / weight;
         } else {
+            // `__bfq_bfqq_expire`: `budget_timeout`, overloaded, keeps when the queue was
+            // left with nothing queued or in flight (weight raising's "idle for long").
+            if self.queues[q].dispatched == 0 {
+                self.queues[q].budget_timeout = ctx.now.max(1);
+            }
             self.leave_busy(q, ctx.now);
         }
         self.in_service = None;
@@ -811,6 +890,22 @@ impl Bfq {
             served,
             shared,
         });
+    }
+
+    /// `bfq_bfqq_softrt_next_start`: not before its service since it last became busy
+    /// would have taken at [`WR_MAX_SOFTRT_RATE`], nor before an idle slice (and 4
+    /// jiffies) from now, nor before the previous bound.
+    fn softrt_next_start(&self, q: usize, now: u64) -> u64 {
+        let qq = &self.queues[q];
+        let by_rate =
+            qq.last_idle_bklogged + qq.service_from_backlogged * 1_000_000_000 / WR_MAX_SOFTRT_RATE;
+        let by_idle = now + self.slice_idle + 4 * self.jiffy_ns;
+        let prev = if qq.soft_rt_next_start == u64::MAX {
+            0
+        } else {
+            qq.soft_rt_next_start
+        };
+        prev.max(by_rate).max(by_idle)
     }
 
     /// The next queue by B-WF2Q+, set in service.
@@ -1055,6 +1150,7 @@ impl Bfq {
         self.total_queued -= 1;
         qq.dispatched += 1;
         qq.service += charge;
+        qq.service_from_backlogged += u64::from(charge);
         qq.last_pos = ctx.rqs[rq as usize].end();
         if qq.wr_coeff > 1 {
             qq.wr_service += u64::from(sectors);
@@ -1249,20 +1345,37 @@ impl Bfq {
         self.set_in_service(ctx, q);
     }
 
+    /// `bfq_update_wr_data`: raising ends in a large burst, with time, or (interactive
+    /// only) with service; a soft real-time period that ends within the interactive one
+    /// it interrupted goes back to it (`switch_back_to_interactive_wr`).
     fn end_raising_if_due(&mut self, q: usize, now: u64) {
+        let wr_duration = self.wr_duration();
         let qq = &mut self.queues[q];
-        // Raising ends with time, with service, or once the queue is found in a large burst.
-        if qq.wr_coeff > 1
-            && (qq.in_large_burst
-                || now > qq.wr_start + qq.wr_dur
-                || qq.wr_service > MAX_SERVICE_FROM_WR)
-        {
-            let raised = qq.weight();
-            qq.wr_coeff = 1;
-            if qq.busy {
-                self.wr_busy -= 1;
-                self.busy_weight += qq.weight() - raised;
+        if qq.wr_coeff == 1 {
+            return;
+        }
+        let raised = qq.weight();
+        let soft_rt = qq.wr_dur == WR_RT_MAX_TIME_NS;
+        let mut end = qq.in_large_burst;
+        if !end && now > qq.wr_start + qq.wr_dur {
+            match qq.wr_start_at_switch_to_srt {
+                Some(t) if soft_rt && now <= t + wr_duration => {
+                    qq.wr_coeff = WR_COEFF;
+                    qq.wr_dur = wr_duration;
+                    qq.wr_start = t;
+                }
+                _ => end = true,
             }
+        }
+        end |= qq.wr_dur != WR_RT_MAX_TIME_NS && qq.wr_service > MAX_SERVICE_FROM_WR;
+        if end {
+            qq.wr_coeff = 1;
+        }
+        if qq.busy {
+            if end {
+                self.wr_busy -= 1;
+            }
+            self.busy_weight += qq.weight() - raised;
         }
     }
 }
@@ -1371,6 +1484,22 @@ impl Scheduler for Bfq {
         }
         self.last_completed = Some(q);
         self.last_completion = ctx.now;
+        // `bfq_completed_request`: the deferred soft real-time bound, once nothing is in
+        // flight (5.12+: not for an interactive-raised queue, "avoid spurious switches to
+        // soft_rt of interactive queues").
+        // `bfq_completed_request`: the last request of an idle queue done: the start of
+        // its idle time, in the overloaded `budget_timeout`.
+        if self.queues[q].dispatched == 0 && !self.queues[q].busy {
+            self.queues[q].budget_timeout = ctx.now.max(1);
+        }
+        let qq = &self.queues[q];
+        if qq.softrt_update
+            && qq.dispatched == 0
+            && qq.queued() == 0
+            && (self.kernel < 5012 || qq.wr_coeff != WR_COEFF)
+        {
+            self.queues[q].soft_rt_next_start = self.softrt_next_start(q, ctx.now);
+        }
         if self.in_service != Some(q) {
             // A queue that expired with requests in flight leaves the busy set once they
             // are done only through a new activation; nothing to decide here.
@@ -1659,6 +1788,50 @@ mod tests {
         b.insert(&ctx(0, &rqs, &rem), 1);
         assert_eq!(b.asymmetric(0), None, "weight 20 is the smallest");
         assert_eq!(b.asymmetric(1), Some(IdleReason::AsymmetricWeights));
+    }
+
+    /// Soft real-time raising (`bfq_bfqq_handle_idle_busy_switch`,
+    /// `bfq_bfqq_softrt_next_start`, `bfq_set_budget_timeout`). A reader is
+    /// interactive-raised at its first request (a new queue counts as idle for long), then
+    /// expires too idle (8 ms slice_idle, 20 ms for a raised queue) at 20.5 ms with nothing
+    /// in flight: it may be deemed soft real-time from 20.5 + 8 + 4 jiffies (16 ms) =
+    /// 44.5 ms on (its 8 sectors at 7000 sectors/s bound it to 1.1 ms only). Its next
+    /// request at 100 ms is not "idle for long" (the overloaded `budget_timeout` holds
+    /// 20.5 ms: 2 s have not passed): it switches to soft real-time raising (x3000 for
+    /// 300 ms), whose budget timeout is 1 x timeout_sync, not 30 x. Arriving at 40 ms
+    /// instead, before the bound, it stays interactive.
+    #[test]
+    fn a_queue_back_after_an_isochronous_pause_is_soft_real_time() {
+        let run = |back: u64| {
+            let mut b = Bfq::new(&Settings::default(), &env()).unwrap();
+            let rqs = [rq(0, 0, 0), rq(0, 8, back)];
+            let rem = [1u32, 0];
+            b.insert(&ctx(0, &rqs, &rem), 0);
+            assert_eq!(b.dispatch(&ctx(0, &rqs, &rem)), Some(0));
+            assert_eq!(b.queues[0].wr_coeff, WR_COEFF);
+            b.completed(&ctx(500_000, &rqs, &rem), 0);
+            assert!(b.wait_request);
+            assert_eq!(b.next_timer(), Some(20_500_000));
+            b.timer(&ctx(20_500_000, &rqs, &rem));
+            assert_eq!(
+                expirations(&mut b),
+                [(0, ExpireReason::TooIdle)],
+                "too idle at the timer"
+            );
+            let rem = [0u32, 0];
+            b.insert(&ctx(back, &rqs, &rem), 1);
+            assert_eq!(b.dispatch(&ctx(back, &rqs, &rem)), Some(1));
+            let q = &b.queues[0];
+            (
+                q.wr_coeff,
+                q.wr_dur,
+                q.budget_timeout - (back - back % b.jiffy_ns),
+            )
+        };
+        let timeout = 124_000_000;
+        assert_eq!(run(100_000_000), (SOFTRT_COEFF, WR_RT_MAX_TIME_NS, timeout));
+        let (coeff, _, slot) = run(40_000_000);
+        assert_eq!((coeff, slot), (WR_COEFF, 30 * timeout));
     }
 
     fn expirations(b: &mut Bfq) -> Vec<(u32, ExpireReason)> {
