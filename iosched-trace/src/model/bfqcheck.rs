@@ -371,7 +371,7 @@ pub fn check(
                 // (`__bfq_dispatch_request`): no decision here, and BFQ's notes wait for
                 // the next dispatch from its queues.
                 let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
-                bfq.dispatch_from_list(&ctx, id);
+                bfq.dispatched_at_head(&ctx, id);
                 rqs[id as usize].state = RqState::Dispatched;
                 in_driver += 1;
             }

@@ -672,3 +672,42 @@ fn explain_finds_cfq_group_idling_on_a_dependency() {
     let est = first.estimate.as_ref().unwrap();
     assert!(est.change_pct > 500.0, "{est:?}");
 }
+
+/// jbd2's commits written with REQ_PREFLUSH on a device with a write cache (the recording
+/// issued a flush: a request without data) go to the head of BFQ's dispatch list, outside
+/// its queues (6.5+): BFQ never puts jbd2's queue in service nor injects from it, yet
+/// sees its completions. Without the flush in the recording (no write cache: the flag is
+/// dropped) the same commits go through jbd2's queue.
+#[test]
+fn preflush_data_bypasses_bfqs_queues_on_a_device_with_a_write_cache() {
+    use super::sched::Decision;
+    use crate::event::ReqFlags;
+    let n = 50;
+    let serves_jbd2 = |write_cache: bool| {
+        let mut w = dsync_cycle(n);
+        for io in w.ios.iter_mut().filter(|io| io.stream == 1) {
+            io.flags = ReqFlags(io.flags.0 | ReqFlags::PREFLUSH);
+        }
+        if write_cache {
+            w.service.push(workload::ServiceSample {
+                d: 0,
+                c: 100_000,
+                sector: 0,
+                sectors: 0,
+                write: true,
+                depth_at_d: 1,
+            });
+        }
+        let bfq = run(&replayer(w, flat_disk(SVC, 100_000.0)), "bfq:kernel=6.18");
+        bfq.decisions
+            .iter()
+            .filter(|d| match d.d {
+                Decision::InService { stream, .. } => stream == 1,
+                Decision::Inject { from, .. } => from == 1,
+                _ => false,
+            })
+            .count()
+    };
+    assert_eq!(serves_jbd2(true), 0);
+    assert!(serves_jbd2(false) >= n as usize - 1);
+}

@@ -16,7 +16,7 @@
 //!   its switch back to the interactive period it interrupted; cgroups counted for
 //!   asymmetry (`> 0` non-root groups before 6.1, `> 1` after).
 //! - the data of a write with REQ_PREFLUSH (6.5+: on BFQ's dispatch list, outside its
-//!   queues; [`Bfq::insert_at_head`]).
+//!   queues; [`Scheduler::insert_at_head`]).
 //!
 //! - stable merge of queues created together (5.13+, immediate on non-rotational devices).
 //!
@@ -1254,36 +1254,6 @@ impl Bfq {
         self.serve(ctx, q, rq);
     }
 
-    /// Trace-driven check: a request's data the flush machinery inserted at the head
-    /// (a write with REQ_PREFLUSH on a device with a write cache). Since 6.5 ("blk-mq: use
-    /// the I/O scheduler for writes from the flush state machine") it reaches
-    /// `bfq_insert_request` with `BLK_MQ_INSERT_AT_HEAD`: `bfq_init_rq` gives it its
-    /// process's queue, but it goes on `bfqd->dispatch`, not into the queue (no
-    /// `bfq_add_request`: no activation, think time or waker check). Before, it bypassed
-    /// the scheduler (`blk_mq_sched_bypass_insert`, RQF_FLUSH_SEQ) and BFQ never knew it.
-    pub(crate) fn insert_at_head(&mut self, ctx: &Ctx, rq: RqId) {
-        self.now = ctx.now;
-        if self.kernel < 6005 {
-            return;
-        }
-        let q = self.queue_for(ctx, rq);
-        if self.queue_of.len() <= rq as usize {
-            self.queue_of.resize(rq as usize + 1, NO_QUEUE);
-        }
-        self.queue_of[rq as usize] = q as u32;
-    }
-
-    /// Trace-driven check: a request of [`Bfq::insert_at_head`] went to the driver:
-    /// `__bfq_dispatch_request` serves the dispatch list first, before selecting a queue,
-    /// counting it in its queue's `dispatched` (its completion is the queue's like any
-    /// other) without charging any service.
-    pub(crate) fn dispatch_from_list(&mut self, ctx: &Ctx, rq: RqId) {
-        self.now = ctx.now;
-        if let Some(q) = self.queue_of_rq(rq) {
-            self.queues[q].dispatched += 1;
-        }
-    }
-
     /// The queue a request was given, if any.
     fn queue_of_rq(&self, rq: RqId) -> Option<usize> {
         self.queue_of
@@ -1457,6 +1427,36 @@ impl Scheduler for Bfq {
         }
         if self.in_service == Some(q) && self.wait_request && !self.queues[q].busy {
             self.end_idle(IdleOutcome::Arrived);
+        }
+    }
+
+    /// A request's data the flush machinery inserted at the head (a write with
+    /// REQ_PREFLUSH on a device with a write cache). Since 6.5 ("blk-mq: use
+    /// the I/O scheduler for writes from the flush state machine") it reaches
+    /// `bfq_insert_request` with `BLK_MQ_INSERT_AT_HEAD`: `bfq_init_rq` gives it its
+    /// process's queue, but it goes on `bfqd->dispatch`, not into the queue (no
+    /// `bfq_add_request`: no activation, think time or waker check). Before, it bypassed
+    /// the scheduler (`blk_mq_sched_bypass_insert`, RQF_FLUSH_SEQ) and BFQ never knew it.
+    fn insert_at_head(&mut self, ctx: &Ctx, rq: RqId) {
+        self.now = ctx.now;
+        if self.kernel < 6005 {
+            return;
+        }
+        let q = self.queue_for(ctx, rq);
+        if self.queue_of.len() <= rq as usize {
+            self.queue_of.resize(rq as usize + 1, NO_QUEUE);
+        }
+        self.queue_of[rq as usize] = q as u32;
+    }
+
+    /// A request of [`Scheduler::insert_at_head`] went to the driver:
+    /// `__bfq_dispatch_request` serves the dispatch list first, before selecting a queue,
+    /// counting it in its queue's `dispatched` (its completion is the queue's like any
+    /// other) without charging any service.
+    fn dispatched_at_head(&mut self, ctx: &Ctx, rq: RqId) {
+        self.now = ctx.now;
+        if let Some(q) = self.queue_of_rq(rq) {
+            self.queues[q].dispatched += 1;
         }
     }
 
