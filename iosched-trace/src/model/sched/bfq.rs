@@ -30,8 +30,10 @@
 //!
 //! - a queue emptied by injection while another is in service leaves the busy set.
 //!
-//! Not modelled: requeueing an empty preempted queue (see `REQUEUE_EMPTY_PREEMPTED`),
-//! EQM queue merging, delayed stable merge on
+//! - an empty queue preempted while it needed idling for its guarantees stays busy
+//!   (5.3+, `REQUEUE_EMPTY_PREEMPTED`).
+//!
+//! Not modelled: EQM queue merging, delayed stable merge on
 //! rotational devices, time charging of
 //! slow queues, the inject-limit feedback, ioprio classes, the peak-rate estimator (the
 //! fitted device's sequential rate stands for it).
@@ -87,11 +89,11 @@ const BURST_INTERVAL_NS: u64 = 180_000_000;
 const LARGE_BURST: usize = 8;
 const DEFAULT_MAX_BUDGET: u32 = 16384;
 const STATS_MIN_BUDGETS: u32 = 194;
-/// Requeueing an empty preempted queue (`__bfq_bfqq_expire`) is off: on fresh test-bed
-/// recordings the trace-driven check agrees as much without it, while with it the
-/// closed-loop dsync cycle under 5.3 rules (`dsync_cycle_under_current_bfq_loses_nothing`)
-/// loses 9% to mq-deadline; to be understood before it is turned on.
-const REQUEUE_EMPTY_PREEMPTED: bool = false;
+/// Requeueing an empty preempted queue (`__bfq_bfqq_expire`, 5.3+: one that still needs
+/// idling for its service guarantees stays busy): BFQ's log shows it ("expire (4)",
+/// the same queue set in service again, then "expire (3)" at its next chance). Off gives a
+/// switch to the preempting queue there instead.
+const REQUEUE_EMPTY_PREEMPTED: bool = true;
 /// A cgroup's BFQ weight (`io.bfq.weight`, cgroup v2's default; v1's
 /// `BFQ_WEIGHT_LEGACY_DFL` is the same).
 const GROUP_WEIGHT: f64 = 100.0;
@@ -798,6 +800,7 @@ impl Bfq {
         // (`idling_needed_for_service_guarantees`, which first asks whether the process
         // is still there: here, whether it has I/O to come.)
         let requeue_empty = REQUEUE_EMPTY_PREEMPTED
+            && self.kernel >= 5003
             && reason == ExpireReason::Preempted
             && self.queues[q].queued() == 0
             && self.queues[q].sync
@@ -1832,6 +1835,30 @@ mod tests {
         assert_eq!(run(100_000_000), (SOFTRT_COEFF, WR_RT_MAX_TIME_NS, timeout));
         let (coeff, _, slot) = run(40_000_000);
         assert_eq!((coeff, slot), (WR_COEFF, 30 * timeout));
+    }
+
+    /// `__bfq_bfqq_expire` (5.3+): dd, in a cgroup of its own with a write in flight and
+    /// nothing queued, is preempted by jbd2's newly raised queue in the root group (its
+    /// weight, 1200, above dd's group's 100). Two groups have pending I/O, so dd still needs
+    /// idling for its guarantees: it stays busy (requeued). Had dd no more I/O to come
+    /// (its process gone), it would leave the busy set.
+    #[test]
+    fn an_empty_queue_preempted_while_it_needs_idling_stays_busy() {
+        let run = |dd_future: u32| {
+            let mut b = Bfq::new(&Settings::default(), &env()).unwrap();
+            let mut rqs = [rq(0, 0, 0), rq(1, 1 << 20, 100_000)];
+            rqs[0].cgroup = 500;
+            let rem = [dd_future + 1, 1];
+            b.insert(&ctx(0, &rqs, &rem), 0);
+            assert_eq!(b.dispatch(&ctx(0, &rqs, &rem)), Some(0));
+            let rem = [dd_future, 0];
+            b.insert(&ctx(100_000, &rqs, &rem), 1);
+            let expired = expirations(&mut b);
+            assert_eq!(expired, [(0, ExpireReason::Preempted)]);
+            b.queues[0].busy
+        };
+        assert!(run(1), "requeued");
+        assert!(!run(0), "gone: not requeued");
     }
 
     fn expirations(b: &mut Bfq) -> Vec<(u32, ExpireReason)> {
