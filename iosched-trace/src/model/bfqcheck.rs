@@ -17,6 +17,9 @@
 //! queue in service and its first dispatch), so the model's state is set to them just
 //! before the next recorded dispatch: a decision the model makes in between (its idle timer
 //! a little later than BFQ's) is at the same point, since nothing was dispatched between.
+//! A completion that comes after BFQ put a queue in service and before anything was
+//! dispatched (BFQ's dispatch opportunity found that queue empty, waiting for its request
+//! in flight) finds BFQ's queue in service: BFQ's decisions are taken before it.
 //!
 //! Owns: the recorded request lives a check needs, the driving loop. Must not: print.
 
@@ -332,6 +335,56 @@ pub fn check(
             bfq.timer(&ctx);
             exit(&mut kept, bfq.take_decisions(), &remaining);
         }
+        // A dispatch opportunity: the model decides as BFQ would, then takes BFQ's
+        // decisions since the last one. At a recorded dispatch from BFQ's queues; and
+        // before a completion when BFQ switched queues since the last dispatch (at an
+        // opportunity that dispatched nothing: the queue it put in service is the one the
+        // completion finds in service).
+        let opportunity = match step {
+            Step::Dispatch(id) => !at_head[id as usize],
+            Step::Complete(_) => pending_switch.is_some(),
+            _ => false,
+        };
+        if opportunity {
+            let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+            // The model's own decision at this dispatch opportunity.
+            bfq.decide_dispatch(&ctx);
+            let natural = bfq.take_decisions();
+            let model_pick = natural.iter().rev().find_map(|d| match d.d {
+                Decision::InService { stream, .. } => Some(stream),
+                _ => None,
+            });
+            exit(&mut kept, natural, &remaining);
+            // BFQ's decisions since the last dispatch, where the model did not make them
+            // (a queue the model expired and put back in service at this dispatch
+            // opportunity is where BFQ's is).
+            for (pid, reason) in pending_expire.drain(..) {
+                let in_service = bfq.in_service_queue().map(|q| bfq.stream_of_queue(q));
+                if model_pick.is_none() && in_service.is_some_and(|s| pid_of(s) == pid) {
+                    bfq.force_expire(&ctx, reason);
+                    bfq.take_decisions();
+                    out.forced_expirations += 1;
+                }
+            }
+            if let Some(pid) = pending_switch.take() {
+                let choice = model_pick.or_else(|| match bfq.in_service_queue() {
+                    Some(q) => Some(bfq.stream_of_queue(q)),
+                    None => bfq.next_choice(&ctx).map(|q| bfq.stream_of_queue(q)),
+                });
+                out.next_queue_checked += 1;
+                if choice.is_some_and(|s| pid_of(s) == pid) {
+                    out.next_queue_matched += 1;
+                }
+            }
+            if let Some((pid, sync)) = log_in_service
+                && let Some(q) = queue_of_pid(&bfq, pid, sync, &rqs)
+                && bfq.in_service_queue() != Some(q)
+            {
+                bfq.force_in_service(&ctx, q);
+                bfq.take_decisions();
+                out.forced_switches += 1;
+            }
+        }
         match step {
             Step::Insert(id) => {
                 rqs[id as usize].state = RqState::Queued;
@@ -377,43 +430,6 @@ pub fn check(
             }
             Step::Dispatch(id) => {
                 let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
-                // The model's own decision at this dispatch opportunity.
-                bfq.decide_dispatch(&ctx);
-                let natural = bfq.take_decisions();
-                let model_pick = natural.iter().rev().find_map(|d| match d.d {
-                    Decision::InService { stream, .. } => Some(stream),
-                    _ => None,
-                });
-                exit(&mut kept, natural, &remaining);
-                // BFQ's decisions since the last dispatch, where the model did not make them
-                // (a queue the model expired and put back in service at this dispatch
-                // opportunity is where BFQ's is).
-                for (pid, reason) in pending_expire.drain(..) {
-                    let in_service = bfq.in_service_queue().map(|q| bfq.stream_of_queue(q));
-                    if model_pick.is_none() && in_service.is_some_and(|s| pid_of(s) == pid) {
-                        bfq.force_expire(&ctx, reason);
-                        bfq.take_decisions();
-                        out.forced_expirations += 1;
-                    }
-                }
-                if let Some(pid) = pending_switch.take() {
-                    let choice = model_pick.or_else(|| match bfq.in_service_queue() {
-                        Some(q) => Some(bfq.stream_of_queue(q)),
-                        None => bfq.next_choice(&ctx).map(|q| bfq.stream_of_queue(q)),
-                    });
-                    out.next_queue_checked += 1;
-                    if choice.is_some_and(|s| pid_of(s) == pid) {
-                        out.next_queue_matched += 1;
-                    }
-                }
-                if let Some((pid, sync)) = log_in_service
-                    && let Some(q) = queue_of_pid(&bfq, pid, sync, &rqs)
-                    && bfq.in_service_queue() != Some(q)
-                {
-                    bfq.force_in_service(&ctx, q);
-                    bfq.take_decisions();
-                    out.forced_switches += 1;
-                }
                 bfq.force_dispatch(&ctx, id);
                 exit(&mut kept, bfq.take_decisions(), &remaining);
                 rqs[id as usize].state = RqState::Dispatched;
