@@ -687,4 +687,85 @@ mod tests {
         );
         assert_eq!(c.expirations.agreement_pct, 0.0);
     }
+
+    /// dd (pid 7, in a cgroup of its own) has a write in flight when jbd2 (pid 8, root
+    /// group, a new queue raised x30) arrives and preempts it; dd, empty but needing idling
+    /// (two groups with pending I/O), is requeued and BFQ puts it back in service at once,
+    /// dispatching nothing. dd's write completes in service: BFQ idles for dd and injects
+    /// jbd2's write. Taking BFQ's switch only at that next dispatch, the model would meet
+    /// the completion with no queue in service, then put dd in service empty and expire it
+    /// for having no requests, an expiration BFQ never made.
+    #[test]
+    fn a_switch_that_dispatched_nothing_is_in_place_for_the_next_completion() {
+        let (dd, jbd2) = (7, 8);
+        let mut w = workload(dd);
+        w.streams.push(crate::model::scenarios::stream(jbd2, "", 1));
+        let ms = 1_000_000u64;
+        let write = |pid, cgroup, sector, inserted, dispatched, completed| RecordedRq {
+            pid,
+            cgroup,
+            ioprio: 0,
+            sector,
+            sectors: 8,
+            op: Op::Write,
+            sync: true,
+            inserted,
+            dispatched,
+            completed,
+            flush_data: false,
+        };
+        let requests = [
+            write(dd, 500, 0, ms, Some(ms + 10_000), Some(ms + 500_000)),
+            write(
+                jbd2,
+                1,
+                1 << 20,
+                ms + 100_000,
+                Some(ms + 600_000),
+                Some(2 * ms),
+            ),
+            write(
+                dd,
+                500,
+                8,
+                2 * ms + 100_000,
+                Some(2 * ms + 110_000),
+                Some(2 * ms + 600_000),
+            ),
+            write(dd, 500, 16, 3 * ms, None, None),
+        ];
+        let dispatches = [
+            (ms + 10_000, dd, 0),
+            (ms + 600_000, jbd2, 0),
+            (2 * ms + 110_000, dd, 1),
+        ];
+        let notes = [
+            note(990_000, "bfq7S set_in_service_queue, cur-budget = 1024"),
+            note(
+                ms + 100_000,
+                "bfq7S expire (4, slow 0, num_disp 1, short_ttime 1)",
+            ),
+            note(
+                ms + 100_001,
+                "bfq7S set_in_service_queue, cur-budget = 1024",
+            ),
+        ];
+        let c = check(
+            bfq_with(&[], vec![0, 0]),
+            &w,
+            &requests,
+            &notes,
+            &dispatches,
+            true,
+            32,
+        );
+        assert_eq!(
+            c.expirations.model_expirations.get("preempted"),
+            Some(&1),
+            "{c:?}"
+        );
+        assert_eq!(c.expirations.model_expirations.len(), 1, "{c:?}");
+        assert_eq!(c.expirations.agreement_pct, 100.0);
+        assert_eq!((c.next_queue_checked, c.next_queue_matched), (2, 2));
+    }
 }
