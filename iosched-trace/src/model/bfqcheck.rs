@@ -349,7 +349,12 @@ pub fn check(
             let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
             // The model's own decision at this dispatch opportunity.
             bfq.decide_dispatch(&ctx);
-            let natural = bfq.take_decisions();
+            // Taken before the dispatch at this instant: placed before it (BFQ logs them
+            // before dispatching, so the log's are).
+            let mut natural = bfq.take_decisions();
+            for d in &mut natural {
+                d.t = d.t.saturating_sub(1);
+            }
             let model_pick = natural.iter().rev().find_map(|d| match d.d {
                 Decision::InService { stream, .. } => Some(stream),
                 _ => None,
@@ -767,5 +772,67 @@ mod tests {
         assert_eq!(c.expirations.model_expirations.len(), 1, "{c:?}");
         assert_eq!(c.expirations.agreement_pct, 100.0);
         assert_eq!((c.next_queue_checked, c.next_queue_matched), (2, 2));
+    }
+
+    /// A reader's budget (2/3 of max_budget=64: 42 sectors) runs out at its sixth 8-sector
+    /// request: BFQ expires the queue at that dispatch opportunity, before dispatching, so
+    /// the expiration follows its fifth request. The model decides there too, at the same
+    /// instant as the dispatch: it is placed before it, not after (here the sixth
+    /// dispatch's index jumps, as when repeated sectors map a dispatch to another request).
+    #[test]
+    fn an_expiration_at_a_dispatch_is_placed_before_it() {
+        let pid = 7;
+        let w = workload(pid);
+        let mut requests = Vec::new();
+        let mut dispatches = Vec::new();
+        for k in 0..6u64 {
+            let t = 1_000_000 + k * 1_000_000;
+            requests.push(RecordedRq {
+                pid,
+                cgroup: 1,
+                ioprio: 0,
+                sector: k * 8,
+                sectors: 8,
+                op: Op::Read,
+                sync: true,
+                inserted: t,
+                dispatched: Some(t + 10_000),
+                completed: Some(t + 500_000),
+                flush_data: false,
+            });
+            dispatches.push((t + 10_000, pid, if k < 5 { k } else { 10 }));
+        }
+        requests.push(RecordedRq {
+            dispatched: None,
+            completed: None,
+            inserted: 6_600_000,
+            sector: 48,
+            ..requests[0]
+        });
+        let d6 = 6_010_000;
+        let notes = [
+            note(990_000, "bfq7S set_in_service_queue, cur-budget = 42"),
+            note(
+                d6 - 5_000,
+                "bfq7S expire (2, slow 0, num_disp 0, short_ttime 1)",
+            ),
+            note(d6 - 4_000, "bfq7S set_in_service_queue, cur-budget = 64"),
+        ];
+        let c = check(
+            bfq(&["max_budget=64", "low_latency=0"]),
+            &w,
+            &requests,
+            &notes,
+            &dispatches,
+            true,
+            32,
+        );
+        assert_eq!(
+            c.expirations.model_expirations.get("budget_exhausted"),
+            Some(&1),
+            "{c:?}"
+        );
+        assert_eq!(c.expirations.matched, 1, "{c:?}");
+        assert_eq!(c.expirations.agreement_pct, 100.0);
     }
 }
