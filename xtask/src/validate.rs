@@ -8,6 +8,13 @@
 //! - explain: every recording's findings, and each what-if that another run of the scenario
 //!   recorded for real, its estimated effect beside the measured one (target: within 25%).
 //!
+//! A `none` recording of several interleaved processes has every request seeking, so its
+//! device fit cannot see the disk's sequential cost, which a scheduler that serves one
+//! process at a time (BFQ) lives on. When the scenario also has a one-process `none`
+//! recording, the cross-predictions of its other workloads run on a device whose
+//! sequential costs come from that one and whose positioning comes from the workload's
+//! own (`validate::sequential_and_seeking`; `--own-fit`: each workload's own fit only).
+//!
 //! `--from DIR` validates recordings kept earlier (`DIR/NAME/LABEL.istrace`, as
 //! `scenario --keep` or `validate --keep` leave them) without running anything, and needs
 //! no root; runs missing there are skipped.
@@ -35,6 +42,10 @@ pub struct ValidateArgs {
     /// Use recordings kept earlier in DIR/NAME/LABEL.istrace instead of running.
     #[arg(long, value_name = "DIR")]
     from: Option<PathBuf>,
+    /// Cross-predict every workload on its own `none` recording's device fit, also where
+    /// a one-process recording of the scenario measured the sequential costs.
+    #[arg(long)]
+    own_fit: bool,
     #[command(flatten)]
     bin: BinArgs,
 }
@@ -72,6 +83,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
     let mut cross_rows = Vec::new();
     let mut self_rows = Vec::new();
     let mut explain_rows = Vec::new();
+    let mut device_notes = Vec::new();
     for name in names {
         let base = scenario::by_name(name).context("unknown scenario")?;
         let (planned, groups) = validate::plan(&base);
@@ -93,6 +105,15 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
             .with_context(|| format!("scenario {name}"))?;
         }
         let file = |label: &str| dir.join(name).join(format!("{label}.istrace"));
+        // Each workload's fitted device, and the one-process recording's, if any.
+        let mut fits = Vec::new();
+        for g in &groups {
+            let f = file(&g.none);
+            if f.is_file() && !args.own_fit {
+                fits.push((g.none.clone(), validate::fitted_device(&trace_bin, &f)?));
+            }
+        }
+        let sequential = fits.iter().find(|(_, (_, streams))| *streams == 1).cloned();
         for run in &planned.runs {
             let f = file(&run.label);
             if !f.is_file() {
@@ -127,7 +148,30 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                     .find(|r| r.label == *other)
                     .expect("planned");
                 let spec = validate::replay_spec(run);
-                let mut r = validate::replay(&trace_bin, &f, &spec)?;
+                let profile = match (&sequential, fits.iter().find(|(l, _)| *l == g.none)) {
+                    (Some((seq_label, (seq, _))), Some((_, (own, streams)))) if *streams > 1 => {
+                        validate::sequential_and_seeking(seq, own).map(|m| (seq_label, m))
+                    }
+                    _ => None,
+                };
+                let profile_file = match profile {
+                    Some((seq_label, m)) => {
+                        let p = work.path().join(format!("{name}-{}.device.json", g.none));
+                        std::fs::write(&p, serde_json::to_vec_pretty(&m)?)
+                            .with_context(|| format!("writing {}", p.display()))?;
+                        let note = format!(
+                            "{name} {}: device = sequential costs of {seq_label}, positioning \
+                             of {}",
+                            g.name, g.none
+                        );
+                        if !device_notes.contains(&note) {
+                            device_notes.push(note);
+                        }
+                        Some(p)
+                    }
+                    None => None,
+                };
+                let mut r = validate::replay_on(&trace_bin, &f, &spec, profile_file.as_deref())?;
                 // The reality is the other run's recording.
                 r.recorded = real.r.recorded.clone();
                 cross_rows.push(Row {
@@ -183,6 +227,9 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
         }
     }
     print_cross(&cross_rows);
+    for note in &device_notes {
+        println!("  {note}");
+    }
     print_self(&self_rows);
     print_explain(&explain_rows);
     if let Some(keep) = &args.keep {

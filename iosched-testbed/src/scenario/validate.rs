@@ -191,11 +191,91 @@ pub struct Replayed {
 
 /// `iosched-trace replay FILE --sched SPEC --json`.
 pub fn replay(trace_bin: &Path, file: &Path, spec: &str) -> Result<Replayed, ScenarioError> {
+    replay_on(trace_bin, file, spec, None)
+}
+
+/// [`replay`] on the device model in `profile` (`--device-profile`) instead of the one
+/// fitted from the recording.
+pub fn replay_on(
+    trace_bin: &Path,
+    file: &Path,
+    spec: &str,
+    profile: Option<&Path>,
+) -> Result<Replayed, ScenarioError> {
+    let v = replay_json(trace_bin, file, spec, profile)?;
+    let bad = |err: String| ScenarioError::Report {
+        path: file.to_owned(),
+        err,
+    };
+    let run = v
+        .get("runs")
+        .and_then(|r| r.get(0))
+        .ok_or_else(|| bad("replay --json has no run".into()))?;
+    Ok(Replayed {
+        recorded: Numbers::of(&v["recorded"]),
+        predicted: Numbers::of(&run["summary"]),
+        decisions: run["decision_counts"].clone(),
+    })
+}
+
+/// The recording's fitted device model and how many processes its workload has, as
+/// `replay --json` gives them.
+pub fn fitted_device(trace_bin: &Path, file: &Path) -> Result<(Value, usize), ScenarioError> {
+    let v = replay_json(trace_bin, file, "none", None)?;
+    let streams = v["workload"].as_array().map_or(0, Vec::len);
+    Ok((v["device_model"].clone(), streams))
+}
+
+/// A rotational device model for a workload of several processes, from two fits of the
+/// same disk: `sequential`'s (a one-process recording: contiguous requests, so its
+/// per-request overhead and transfer rate are measured) and `seeking`'s (the workload's
+/// own recording under `none`, where interleaved processes make every request seek, so
+/// its fit cannot tell the overhead from positioning and assumes one). Positioning comes
+/// from `seeking`, shifted by the difference of the overheads so that its seeking
+/// requests keep the service times it fitted. `None` unless both are rotational fits.
+pub fn sequential_and_seeking(sequential: &Value, seeking: &Value) -> Option<Value> {
+    let rotational = |v: &Value| v.get("kind").and_then(Value::as_str) == Some("rotational");
+    if !rotational(sequential) || !rotational(seeking) {
+        return None;
+    }
+    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    let (seq_overhead, ns_per_sector) = (
+        num(sequential, "overhead_ns")?,
+        num(sequential, "ns_per_sector")?,
+    );
+    let shift = num(seeking, "overhead_ns")? - seq_overhead;
+    let positioning: Vec<Value> = seeking
+        .get("positioning_ns")?
+        .as_array()?
+        .iter()
+        .map(|p| match p.as_f64() {
+            Some(ns) => Value::from((ns + shift).max(0.0)),
+            None => Value::Null,
+        })
+        .collect();
+    Some(serde_json::json!({
+        "kind": "rotational",
+        "overhead_ns": seq_overhead,
+        "ns_per_sector": ns_per_sector,
+        "positioning_ns": positioning,
+    }))
+}
+
+/// `iosched-trace replay FILE --sched SPEC --json [--device-profile PROFILE]`, parsed.
+fn replay_json(
+    trace_bin: &Path,
+    file: &Path,
+    spec: &str,
+    profile: Option<&Path>,
+) -> Result<Value, ScenarioError> {
     let mut cmd = Command::new(trace_bin);
     cmd.arg("replay")
         .arg(file)
         .args(["--sched", spec, "--json"])
         .stdin(Stdio::null());
+    if let Some(p) = profile {
+        cmd.arg("--device-profile").arg(p);
+    }
     let out = cmd.output().map_err(|err| ScenarioError::Io {
         what: format!("running {}", trace_bin.display()),
         err,
@@ -210,16 +290,7 @@ pub fn replay(trace_bin: &Path, file: &Path, spec: &str) -> Result<Replayed, Sce
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| bad(e.to_string()))?;
-    let run = v
-        .get("runs")
-        .and_then(|r| r.get(0))
-        .ok_or_else(|| bad("replay --json has no run".into()))?;
-    Ok(Replayed {
-        recorded: Numbers::of(&v["recorded"]),
-        predicted: Numbers::of(&run["summary"]),
-        decisions: run["decision_counts"].clone(),
-    })
+    serde_json::from_slice(&out.stdout).map_err(|e| bad(e.to_string()))
 }
 
 /// Relative error of a prediction, in percent (0 when both are 0).
@@ -264,6 +335,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The sequential fit's overhead (0.2 ms) and transfer, the seeking fit's positioning
+    /// less the 0.1 ms it had put in its assumed overhead: a seek of the seeking recording
+    /// costs what its fit said (0.1 + 5 ms + transfer there, 0.2 + 4.9 ms + transfer
+    /// here), a contiguous request what the sequential one measured.
+    #[test]
+    fn a_workloads_device_takes_sequential_costs_from_one_process_and_seeks_from_its_own() {
+        let seq = serde_json::json!({"kind": "rotational", "overhead_ns": 200_000.0,
+            "ns_per_sector": 4000.0, "positioning_ns": [null, null]});
+        let seek = serde_json::json!({"kind": "rotational", "overhead_ns": 100_000.0,
+            "ns_per_sector": 4266.0, "positioning_ns": [null, 5_000_000.0, 50_000.0]});
+        let m = sequential_and_seeking(&seq, &seek).unwrap();
+        assert_eq!(m["overhead_ns"], 200_000.0);
+        assert_eq!(m["ns_per_sector"], 4000.0);
+        assert_eq!(
+            m["positioning_ns"],
+            serde_json::json!([null, 4_900_000.0, 0.0])
+        );
+        let flash = serde_json::json!({"kind": "flash", "latency_ns": 1.0,
+            "ns_per_sector": 1.0, "parallelism": 4});
+        assert!(sequential_and_seeking(&flash, &seek).is_none());
+        assert!(sequential_and_seeking(&seq, &flash).is_none());
     }
 
     #[test]

@@ -17,13 +17,16 @@
 //! queue in service and its first dispatch), so the model's state is set to them just
 //! before the next recorded dispatch: a decision the model makes in between (its idle timer
 //! a little later than BFQ's) is at the same point, since nothing was dispatched between.
+//! A completion that comes after BFQ put a queue in service and before anything was
+//! dispatched (BFQ's dispatch opportunity found that queue empty, waiting for its request
+//! in flight) finds BFQ's queue in service: BFQ's decisions are taken before it.
 //!
 //! Owns: the recorded request lives a check needs, the driving loop. Must not: print.
 
 use serde::Serialize;
 
 use crate::{
-    event::{Dev, Event, EventKind, Note, Op},
+    event::{Dev, Event, EventKind, Note, Op, ReqFlags},
     input::{InputError, TraceSource},
     timeline::{DeviceState, LifeSink, RequestLife, Submitter, Timeline},
 };
@@ -50,6 +53,10 @@ pub struct RecordedRq {
     pub dispatched: Option<u64>,
     /// Completed (C), if it was.
     pub completed: Option<u64>,
+    /// Its data went through the flush machinery: its bio carried REQ_PREFLUSH on a device
+    /// with a write cache (`blk_insert_flush`: a flush first, then the data), so it reached
+    /// the scheduler at the head of its dispatch list, not through its queues.
+    pub flush_data: bool,
 }
 
 #[derive(Default)]
@@ -60,19 +67,41 @@ struct Lives {
     /// Requests issued and not yet done: a request whose completion the trace lost ends
     /// no life (the timeline replaces it when its address comes back), yet BFQ served it.
     issued: rustc_hash::FxHashMap<u64, RecordedRq>,
+    /// Bios (by address) queued with REQ_PREFLUSH and data.
+    preflush_bios: rustc_hash::FxHashSet<u64>,
+    /// The trace issued a flush: the device has a write cache. Without one, REQ_PREFLUSH
+    /// is dropped (`blk_flush_policy`) and such data goes through the scheduler's queues.
+    flushes_issued: bool,
 }
 
 impl Lives {
     fn finish(mut self) -> Vec<RecordedRq> {
         self.done.extend(self.issued.into_values());
+        if !self.flushes_issued {
+            for r in &mut self.done {
+                r.flush_data = false;
+            }
+        }
         self.done
     }
 }
 
 impl LifeSink for Lives {
     fn event(&mut self, ev: &Event) {
-        if ev.kind == EventKind::Insert && ev.rq != 0 {
-            self.inserted.insert(ev.rq, ev.ts_ns);
+        match ev.kind {
+            EventKind::Insert if ev.rq != 0 => {
+                self.inserted.insert(ev.rq, ev.ts_ns);
+            }
+            EventKind::Queue if ev.bio != 0 => {
+                // Bio addresses are reused: each Q says what this one is.
+                if ev.bytes > 0 && ev.flags.has(ReqFlags::PREFLUSH) {
+                    self.preflush_bios.insert(ev.bio);
+                } else {
+                    self.preflush_bios.remove(&ev.bio);
+                }
+            }
+            EventKind::Issue if ev.op == Op::Flush => self.flushes_issued = true,
+            _ => {}
         }
     }
 
@@ -96,6 +125,7 @@ impl LifeSink for Lives {
             inserted: i,
             dispatched: Some(ev.ts_ns),
             completed: None,
+            flush_data: self.preflush_bios.contains(&ev.bio),
         };
         match self.issued.entry(ev.rq) {
             std::collections::hash_map::Entry::Occupied(mut o) => {
@@ -112,7 +142,7 @@ impl LifeSink for Lives {
     }
 
     fn request_done(&mut self, rq: &RequestLife) {
-        self.issued.remove(&rq.rq);
+        let flush_data = self.issued.remove(&rq.rq).is_some_and(|r| r.flush_data);
         // Requests that never went through the scheduler (flushes, bypass) have no I.
         let (Some(i), Some(s)) = (rq.i, rq.submitter.as_ref()) else {
             return;
@@ -131,6 +161,7 @@ impl LifeSink for Lives {
             inserted: i,
             dispatched: rq.first_d,
             completed: (rq.c > 0).then_some(rq.c),
+            flush_data,
         });
     }
 }
@@ -247,6 +278,8 @@ pub fn check(
     let mut rqs: Vec<Rq> = Vec::new();
     let mut times: Vec<(u64, Step)> = Vec::new();
     let mut remaining = vec![0u32; w.streams.len()];
+    // Requests the flush machinery hands to the head of BFQ's dispatch list.
+    let mut at_head: Vec<bool> = Vec::new();
     for r in requests {
         let Some(&stream) = stream_of.get(&r.pid) else {
             continue;
@@ -268,6 +301,7 @@ pub fn check(
             bios: 1,
         });
         remaining[stream as usize] += 1;
+        at_head.push(r.flush_data);
         times.push((r.inserted, Step::Insert(id)));
         if let Some(d) = r.dispatched {
             times.push((d.max(r.inserted), Step::Dispatch(id)));
@@ -352,13 +386,104 @@ pub fn check(
             bfq.timer(&ctx);
             exit(&mut kept, bfq.take_decisions(), &remaining);
         }
+        // A dispatch opportunity: the model decides as BFQ would, then takes BFQ's
+        // decisions since the last one. At a recorded dispatch from BFQ's queues; and
+        // before a completion when BFQ switched queues since the last dispatch (at an
+        // opportunity that dispatched nothing: the queue it put in service is the one the
+        // completion finds in service).
+        let opportunity = match step {
+            Step::Dispatch(id) => !at_head[id as usize],
+            Step::Complete(_) => pending.iter().any(|p| matches!(p, Pending::Switch { .. })),
+            _ => false,
+        };
+        if opportunity {
+            let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+            // The model's own decision at this dispatch opportunity.
+            bfq.decide_dispatch(&ctx);
+            // Taken before the dispatch at this instant: placed before it (BFQ logs them
+            // before dispatching, so the log's are).
+            let mut natural = bfq.take_decisions();
+            for d in &mut natural {
+                d.t = d.t.saturating_sub(1);
+            }
+            // The queue the model put in service, if it did: the one still in service.
+            let model_pick = natural
+                .iter()
+                .any(|d| matches!(d.d, Decision::InService { .. }))
+                .then(|| bfq.in_service_queue())
+                .flatten();
+            exit(&mut kept, natural, &remaining);
+            // BFQ's decisions since the last dispatch, up to the switch to the dispatched
+            // request's queue: BFQ may serve several queues in one dispatch round (each
+            // put in service, served one request and expired), and the notes of the later
+            // ones can come before this request's dispatch event. Before a completion, all
+            // of them.
+            let own = match step {
+                Step::Dispatch(id) => bfq.queue_of_request(id),
+                _ => None,
+            };
+            let upto = pending
+                .iter()
+                .position(|p| match *p {
+                    Pending::Switch { pid, sync } => {
+                        own.is_some() && queue_of_pid(&bfq, pid, sync, &rqs) == own
+                    }
+                    Pending::Expire { .. } => false,
+                })
+                .map_or(pending.len(), |j| j + 1);
+            let mut pending_switch = None;
+            for p in pending.drain(..upto) {
+                match p {
+                    // Where the model did not make it (a queue the model expired and put
+                    // back in service at this dispatch opportunity is where BFQ's is).
+                    Pending::Expire { pid, sync, reason } => {
+                        if log_in_service == Some((pid, sync)) {
+                            log_in_service = None;
+                        }
+                        let in_service = bfq.in_service_queue();
+                        if model_pick.is_none()
+                            && in_service.is_some_and(|q| log_pid(&bfq, q) == pid)
+                        {
+                            bfq.force_expire(&ctx, reason);
+                            bfq.take_decisions();
+                            out.forced_expirations += 1;
+                        }
+                    }
+                    Pending::Switch { pid, sync } => {
+                        pending_switch = Some(pid);
+                        log_in_service = Some((pid, sync));
+                    }
+                }
+            }
+            if let Some(pid) = pending_switch {
+                let choice = model_pick
+                    .or_else(|| bfq.in_service_queue())
+                    .or_else(|| bfq.next_choice(&ctx));
+                out.next_queue_checked += 1;
+                if choice.is_some_and(|q| log_pid(&bfq, q) == pid) {
+                    out.next_queue_matched += 1;
+                }
+            }
+            if let Some((pid, sync)) = log_in_service
+                && let Some(q) = queue_of_pid(&bfq, pid, sync, &rqs)
+                && bfq.in_service_queue() != Some(q)
+            {
+                bfq.force_in_service(&ctx, q);
+                bfq.take_decisions();
+                out.forced_switches += 1;
+            }
+        }
         match step {
             Step::Insert(id) => {
                 rqs[id as usize].state = RqState::Queued;
                 let stream = rqs[id as usize].stream;
                 remaining[stream as usize] -= 1;
                 let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
-                bfq.insert(&ctx, id);
+                if at_head[id as usize] {
+                    bfq.insert_at_head(&ctx, id);
+                } else {
+                    bfq.insert(&ctx, id);
+                }
                 exit(&mut kept, bfq.take_decisions(), &remaining);
                 // A merge BFQ made at this request and the model did not: imposed (the
                 // request itself stays where the model put it).
@@ -390,74 +515,17 @@ pub fn check(
                 BfqLogged::MaxBudget { sectors } => bfq.force_max_budget(sectors),
                 _ => {}
             },
+            Step::Dispatch(id) if at_head[id as usize] => {
+                // Served from the dispatch list before BFQ selects a queue
+                // (`__bfq_dispatch_request`): no decision here, and BFQ's notes wait for
+                // the next dispatch from its queues.
+                let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+                bfq.dispatched_at_head(&ctx, id);
+                rqs[id as usize].state = RqState::Dispatched;
+                in_driver += 1;
+            }
             Step::Dispatch(id) => {
                 let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
-                // The model's own decision at this dispatch opportunity.
-                bfq.decide_dispatch(&ctx);
-                let natural = bfq.take_decisions();
-                // The queue the model put in service, if it did: the one still in service.
-                let model_pick = natural
-                    .iter()
-                    .any(|d| matches!(d.d, Decision::InService { .. }))
-                    .then(|| bfq.in_service_queue())
-                    .flatten();
-                exit(&mut kept, natural, &remaining);
-                // BFQ's decisions since the last dispatch, up to the switch to this
-                // request's queue: BFQ may serve several queues in one dispatch round (each
-                // put in service, served one request and expired), and the notes of the
-                // later ones can come before this request's dispatch event.
-                let own = bfq.queue_of_request(id);
-                let upto = pending
-                    .iter()
-                    .position(|p| match *p {
-                        Pending::Switch { pid, sync } => {
-                            own.is_some() && queue_of_pid(&bfq, pid, sync, &rqs) == own
-                        }
-                        Pending::Expire { .. } => false,
-                    })
-                    .map_or(pending.len(), |j| j + 1);
-                let mut pending_switch = None;
-                for p in pending.drain(..upto) {
-                    match p {
-                        // Where the model did not make it (a queue the model expired and
-                        // put back in service at this dispatch opportunity is where
-                        // BFQ's is).
-                        Pending::Expire { pid, sync, reason } => {
-                            if log_in_service == Some((pid, sync)) {
-                                log_in_service = None;
-                            }
-                            let in_service = bfq.in_service_queue();
-                            if model_pick.is_none()
-                                && in_service.is_some_and(|q| log_pid(&bfq, q) == pid)
-                            {
-                                bfq.force_expire(&ctx, reason);
-                                bfq.take_decisions();
-                                out.forced_expirations += 1;
-                            }
-                        }
-                        Pending::Switch { pid, sync } => {
-                            pending_switch = Some(pid);
-                            log_in_service = Some((pid, sync));
-                        }
-                    }
-                }
-                if let Some(pid) = pending_switch {
-                    let choice = model_pick
-                        .or_else(|| bfq.in_service_queue())
-                        .or_else(|| bfq.next_choice(&ctx));
-                    out.next_queue_checked += 1;
-                    if choice.is_some_and(|q| log_pid(&bfq, q) == pid) {
-                        out.next_queue_matched += 1;
-                    }
-                }
-                if let Some((pid, sync)) = log_in_service
-                    && let Some(q) = queue_of_pid(&bfq, pid, sync, &rqs)
-                    && bfq.in_service_queue() != Some(q)
-                {
-                    bfq.force_in_service(&ctx, q);
-                    bfq.take_decisions();
-                    out.forced_switches += 1;
-                }
                 bfq.force_dispatch(&ctx, id);
                 exit(&mut kept, bfq.take_decisions(), &remaining);
                 rqs[id as usize].state = RqState::Dispatched;
@@ -534,12 +602,16 @@ mod tests {
     }
 
     fn bfq(pairs: &[&str]) -> Bfq {
+        bfq_with(pairs, vec![0])
+    }
+
+    fn bfq_with(pairs: &[&str], stream_ioprio: Vec<u16>) -> Bfq {
         let env = SchedEnv {
             rotational: true,
             kernel: 6018,
             peak_sectors_per_sec: 1e6,
             root_cgroups: vec![0, 1],
-            stream_ioprio: vec![0],
+            stream_ioprio,
             max_budget_start: None,
         };
         let pairs: Vec<String> = pairs.iter().map(|p| p.to_string()).collect();
@@ -571,6 +643,7 @@ mod tests {
                 inserted: t,
                 dispatched: Some(t + 10_000),
                 completed: Some(t + 500_000),
+                flush_data: false,
             });
             dispatches.push((t + 10_000, pid, k));
             notes.push(note(
@@ -630,5 +703,238 @@ mod tests {
         let c = check(bfq(&[]), &w, &requests, &notes, &dispatches, true, 32);
         assert_eq!(c.expirations.matched, 0);
         assert_eq!(c.forced_expirations, 39);
+    }
+
+    /// dd (pid 7, default weight 40) writes one request at a time and BFQ idles for it;
+    /// between two of them, jbd2 (pid 8, best effort level 3: weight 50) writes a commit
+    /// block with REQ_PREFLUSH, which the flush machinery puts at the head of BFQ's
+    /// dispatch list. BFQ's queues never see it: it cannot preempt dd (a queue of higher
+    /// weight becoming busy would, `bfq_bfqq_higher_class_or_weight`), so the log has dd
+    /// in service throughout. The same requests taken as queued ones make the model
+    /// preempt dd at each commit.
+    #[test]
+    fn flush_data_reaches_the_dispatch_list_not_the_queues() {
+        let (dd, jbd2) = (7, 8);
+        let mut w = workload(dd);
+        w.streams.push(crate::model::scenarios::stream(jbd2, "", 1));
+        let mut requests = Vec::new();
+        let mut dispatches = Vec::new();
+        for k in 0..20u64 {
+            let t = 1_000_000 + k * 2_000_000;
+            let base = RecordedRq {
+                pid: dd,
+                cgroup: 1,
+                ioprio: 0,
+                sector: k * 8,
+                sectors: 8,
+                op: Op::Write,
+                sync: true,
+                inserted: t,
+                dispatched: Some(t + 10_000),
+                completed: Some(t + 500_000),
+                flush_data: false,
+            };
+            requests.push(base);
+            dispatches.push((t + 10_000, dd, 2 * k));
+            requests.push(RecordedRq {
+                pid: jbd2,
+                ioprio: (2 << 13) | 3,
+                sector: (1 << 20) + k * 8,
+                inserted: t + 600_000,
+                dispatched: Some(t + 610_000),
+                completed: Some(t + 800_000),
+                flush_data: true,
+                ..base
+            });
+            dispatches.push((t + 610_000, jbd2, k));
+        }
+        // dd goes on after the trace, within the idling after its last completion.
+        requests.push(RecordedRq {
+            dispatched: None,
+            completed: None,
+            inserted: 41_000_000,
+            ..requests[0]
+        });
+        let notes = [note(
+            990_000,
+            "bfq7S set_in_service_queue, cur-budget = 100",
+        )];
+        let ioprio = vec![0, (2 << 13) | 3];
+        let at_head = check(
+            bfq_with(&["low_latency=0"], ioprio.clone()),
+            &w,
+            &requests,
+            &notes,
+            &dispatches,
+            true,
+            32,
+        );
+        // dd's first switch in, as the log's, and nothing else.
+        assert_eq!(at_head.expirations.model_switches, 1);
+        assert!(at_head.expirations.model_expirations.is_empty());
+        assert_eq!(at_head.expirations.agreement_pct, 100.0);
+        assert_eq!(at_head.forced_switches, 0);
+        let mut queued = requests.clone();
+        for r in &mut queued {
+            r.flush_data = false;
+        }
+        let c = check(
+            bfq_with(&["low_latency=0"], ioprio),
+            &w,
+            &queued,
+            &notes,
+            &dispatches,
+            true,
+            32,
+        );
+        assert_eq!(
+            c.expirations.model_expirations.get("preempted"),
+            Some(&20),
+            "{c:?}"
+        );
+        assert_eq!(c.expirations.agreement_pct, 0.0);
+    }
+
+    /// dd (pid 7, in a cgroup of its own) has a write in flight when jbd2 (pid 8, root
+    /// group, a new queue raised x30) arrives and preempts it; dd, empty but needing idling
+    /// (two groups with pending I/O), is requeued and BFQ puts it back in service at once,
+    /// dispatching nothing. dd's write completes in service: BFQ idles for dd and injects
+    /// jbd2's write. Taking BFQ's switch only at that next dispatch, the model would meet
+    /// the completion with no queue in service, then put dd in service empty and expire it
+    /// for having no requests, an expiration BFQ never made.
+    #[test]
+    fn a_switch_that_dispatched_nothing_is_in_place_for_the_next_completion() {
+        let (dd, jbd2) = (7, 8);
+        let mut w = workload(dd);
+        w.streams.push(crate::model::scenarios::stream(jbd2, "", 1));
+        let ms = 1_000_000u64;
+        let write = |pid, cgroup, sector, inserted, dispatched, completed| RecordedRq {
+            pid,
+            cgroup,
+            ioprio: 0,
+            sector,
+            sectors: 8,
+            op: Op::Write,
+            sync: true,
+            inserted,
+            dispatched,
+            completed,
+            flush_data: false,
+        };
+        let requests = [
+            write(dd, 500, 0, ms, Some(ms + 10_000), Some(ms + 500_000)),
+            write(
+                jbd2,
+                1,
+                1 << 20,
+                ms + 100_000,
+                Some(ms + 600_000),
+                Some(2 * ms),
+            ),
+            write(
+                dd,
+                500,
+                8,
+                2 * ms + 100_000,
+                Some(2 * ms + 110_000),
+                Some(2 * ms + 600_000),
+            ),
+            write(dd, 500, 16, 3 * ms, None, None),
+        ];
+        let dispatches = [
+            (ms + 10_000, dd, 0),
+            (ms + 600_000, jbd2, 0),
+            (2 * ms + 110_000, dd, 1),
+        ];
+        let notes = [
+            note(990_000, "bfq7S set_in_service_queue, cur-budget = 1024"),
+            note(
+                ms + 100_000,
+                "bfq7S expire (4, slow 0, num_disp 1, short_ttime 1)",
+            ),
+            note(
+                ms + 100_001,
+                "bfq7S set_in_service_queue, cur-budget = 1024",
+            ),
+        ];
+        let c = check(
+            bfq_with(&[], vec![0, 0]),
+            &w,
+            &requests,
+            &notes,
+            &dispatches,
+            true,
+            32,
+        );
+        assert_eq!(
+            c.expirations.model_expirations.get("preempted"),
+            Some(&1),
+            "{c:?}"
+        );
+        assert_eq!(c.expirations.model_expirations.len(), 1, "{c:?}");
+        assert_eq!(c.expirations.agreement_pct, 100.0);
+        assert_eq!((c.next_queue_checked, c.next_queue_matched), (2, 2));
+    }
+
+    /// A reader's budget (2/3 of max_budget=64: 42 sectors) runs out at its sixth 8-sector
+    /// request: BFQ expires the queue at that dispatch opportunity, before dispatching, so
+    /// the expiration follows its fifth request. The model decides there too, at the same
+    /// instant as the dispatch: it is placed before it, not after (here the sixth
+    /// dispatch's index jumps, as when repeated sectors map a dispatch to another request).
+    #[test]
+    fn an_expiration_at_a_dispatch_is_placed_before_it() {
+        let pid = 7;
+        let w = workload(pid);
+        let mut requests = Vec::new();
+        let mut dispatches = Vec::new();
+        for k in 0..6u64 {
+            let t = 1_000_000 + k * 1_000_000;
+            requests.push(RecordedRq {
+                pid,
+                cgroup: 1,
+                ioprio: 0,
+                sector: k * 8,
+                sectors: 8,
+                op: Op::Read,
+                sync: true,
+                inserted: t,
+                dispatched: Some(t + 10_000),
+                completed: Some(t + 500_000),
+                flush_data: false,
+            });
+            dispatches.push((t + 10_000, pid, if k < 5 { k } else { 10 }));
+        }
+        requests.push(RecordedRq {
+            dispatched: None,
+            completed: None,
+            inserted: 6_600_000,
+            sector: 48,
+            ..requests[0]
+        });
+        let d6 = 6_010_000;
+        let notes = [
+            note(990_000, "bfq7S set_in_service_queue, cur-budget = 42"),
+            note(
+                d6 - 5_000,
+                "bfq7S expire (2, slow 0, num_disp 0, short_ttime 1)",
+            ),
+            note(d6 - 4_000, "bfq7S set_in_service_queue, cur-budget = 64"),
+        ];
+        let c = check(
+            bfq(&["max_budget=64", "low_latency=0"]),
+            &w,
+            &requests,
+            &notes,
+            &dispatches,
+            true,
+            32,
+        );
+        assert_eq!(
+            c.expirations.model_expirations.get("budget_exhausted"),
+            Some(&1),
+            "{c:?}"
+        );
+        assert_eq!(c.expirations.matched, 1, "{c:?}");
+        assert_eq!(c.expirations.agreement_pct, 100.0);
     }
 }

@@ -125,6 +125,13 @@ struct Sim<'a> {
     by_start: FxHashMap<u64, RqId>,
     bypass: std::collections::VecDeque<RqId>,
     bypassed: Vec<bool>,
+    /// Of the bypassing requests, the data of writes with REQ_PREFLUSH: at the head of the
+    /// scheduler's dispatch list ([`Scheduler::insert_at_head`]), so the scheduler sees
+    /// their issue and completion.
+    at_head: Vec<bool>,
+    /// The recording issued flushes: the device has a write cache, so REQ_PREFLUSH data
+    /// goes through the flush machinery (without one the flag is dropped).
+    write_cache: bool,
     in_driver: u32,
     free_at: Vec<u64>,
     head: u64,
@@ -271,6 +278,9 @@ pub fn run(
         by_start: FxHashMap::default(),
         bypass: Default::default(),
         bypassed: Vec::with_capacity(n),
+        at_head: Vec::with_capacity(n),
+        // A flush is the one request issued without data.
+        write_cache: w.service.iter().any(|s| s.sectors == 0),
         in_driver: 0,
         free_at: vec![0; dev.servers()],
         head: 0,
@@ -665,6 +675,12 @@ impl<'a> Sim<'a> {
             bios: 1,
         });
         self.bypassed.push(false);
+        self.at_head.push(
+            self.write_cache
+                && io.sectors > 0
+                && io.op == Op::Write
+                && io.flags.has(ReqFlags::PREFLUSH),
+        );
         self.emit_bio(EventKind::GetRq, i);
         id
     }
@@ -781,10 +797,16 @@ impl<'a> Sim<'a> {
                 ev.sector = sector;
                 ev.bytes = sectors << 9;
             });
-            if bioless {
-                // Flushes go through the flush machinery, ahead of the scheduler.
+            if bioless || self.at_head[r as usize] {
+                // Flushes go through the flush machinery, ahead of the scheduler, and so
+                // does the data of a preflush write (after its flush, not modelled).
                 self.bypassed[r as usize] = true;
                 self.bypass.push_back(r);
+                if !bioless {
+                    let parts = parts!(self);
+                    let ctx = parts.ctx(&self.rqs);
+                    self.sched.insert_at_head(&ctx, r);
+                }
                 continue;
             }
             self.by_end.insert(end, r);
@@ -841,6 +863,11 @@ impl<'a> Sim<'a> {
             self.by_start.remove(&sector);
         }
         self.in_driver += 1;
+        if self.at_head[r as usize] {
+            let parts = parts!(self);
+            let ctx = parts.ctx(&self.rqs);
+            self.sched.dispatched_at_head(&ctx, r);
+        }
         // The server free first takes it; a rotational device serves in issue order.
         let (k, free) = self
             .free_at
@@ -915,7 +942,7 @@ impl<'a> Sim<'a> {
             }
             b = self.next_in_rq[b as usize];
         }
-        if !self.bypassed[r as usize] {
+        if !self.bypassed[r as usize] || self.at_head[r as usize] {
             let parts = parts!(self);
             let ctx = parts.ctx(&self.rqs);
             self.sched.completed(&ctx, r);

@@ -82,16 +82,20 @@ fn dsync_cycle_under_current_bfq_loses_nothing() {
     let n = 200;
     let r = replayer(dsync_cycle(n), flat_disk(SVC, 100_000.0));
     let dl = run(&r, "mq-deadline");
+    // Per write, no idle slice (pre-5.3 BFQ pays 8 ms a write, above): at most a tenth
+    // of one. 5.3's rules may still idle a slice or two in all, where its I/O-bound flag
+    // keeps it from injecting jbd2's commit (an empty dd preempted while it needed idling
+    // stays in service, `__bfq_bfqq_expire`, so the commit waits for the idle timer).
     for spec in [
         "bfq:kernel=6.18",
         "bfq:kernel=5.3,low_latency=0",
         "bfq:kernel=5.2,slice_idle=0",
     ] {
         let bfq = run(&r, spec);
-        let ratio = bfq.summary.duration_s / dl.summary.duration_s;
+        let extra_per_write = (bfq.summary.duration_s - dl.summary.duration_s) / f64::from(n);
         assert!(
-            ratio < 1.05,
-            "{spec}: {ratio} x mq-deadline's time; {:?}",
+            extra_per_write < 0.1 * 8e-3,
+            "{spec}: {extra_per_write} s a write over mq-deadline; {:?}",
             bfq.decision_counts
         );
     }
@@ -710,4 +714,43 @@ fn explain_finds_cfq_group_idling_on_a_dependency() {
     );
     let est = first.estimate.as_ref().unwrap();
     assert!(est.change_pct > 500.0, "{est:?}");
+}
+
+/// jbd2's commits written with REQ_PREFLUSH on a device with a write cache (the recording
+/// issued a flush: a request without data) go to the head of BFQ's dispatch list, outside
+/// its queues (6.5+): BFQ never puts jbd2's queue in service nor injects from it, yet
+/// sees its completions. Without the flush in the recording (no write cache: the flag is
+/// dropped) the same commits go through jbd2's queue.
+#[test]
+fn preflush_data_bypasses_bfqs_queues_on_a_device_with_a_write_cache() {
+    use super::sched::Decision;
+    use crate::event::ReqFlags;
+    let n = 50;
+    let serves_jbd2 = |write_cache: bool| {
+        let mut w = dsync_cycle(n);
+        for io in w.ios.iter_mut().filter(|io| io.stream == 1) {
+            io.flags = ReqFlags(io.flags.0 | ReqFlags::PREFLUSH);
+        }
+        if write_cache {
+            w.service.push(workload::ServiceSample {
+                d: 0,
+                c: 100_000,
+                sector: 0,
+                sectors: 0,
+                write: true,
+                depth_at_d: 1,
+            });
+        }
+        let bfq = run(&replayer(w, flat_disk(SVC, 100_000.0)), "bfq:kernel=6.18");
+        bfq.decisions
+            .iter()
+            .filter(|d| match d.d {
+                Decision::InService { stream, .. } => stream == 1,
+                Decision::Inject { from, .. } => from == 1,
+                _ => false,
+            })
+            .count()
+    };
+    assert_eq!(serves_jbd2(true), 0);
+    assert!(serves_jbd2(false) >= n as usize - 1);
 }

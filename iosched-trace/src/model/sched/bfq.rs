@@ -11,8 +11,12 @@
 //! - waker detection (5.3: 2 hits within 200 µs; 5.12+: 3 hits within 4 ms);
 //! - preemption on activation (hole recovery; higher weight 5.3+; plugging no longer worth
 //!   it 5.12+);
-//! - interactive weight raising (x30) with large-burst detection; cgroups counted for
+//! - interactive weight raising (x30) with large-burst detection; soft real-time raising
+//!   (x3000 for 300 ms, budget timeout x1) of a queue back after an isochronous pause, and
+//!   its switch back to the interactive period it interrupted; cgroups counted for
 //!   asymmetry (`> 0` non-root groups before 6.1, `> 1` after).
+//! - the data of a write with REQ_PREFLUSH (6.5+: on BFQ's dispatch list, outside its
+//!   queues; [`Scheduler::insert_at_head`]).
 //!
 //! - queue merging: stable merge of queues created together (5.13+: at once on
 //!   non-rotational devices with queueing, else >= 600 ms later unless idling boosts the
@@ -31,11 +35,13 @@
 //!
 //! - a queue emptied by injection while another is in service leaves the busy set.
 //!
-//! Not modelled: requeueing an empty preempted queue (see `REQUEUE_EMPTY_PREEMPTED`),
-//! soft real-time raising, time charging of slow queues, the inject-limit feedback,
-//! ioprio classes, the peak-rate estimator (the fitted device's sequential rate stands for
-//! it), queue merging triggered by a bio merge attempt (`bfq_allow_bio_merge`; only at
-//! request insertion here), the per-cgroup request limit of shared queues
+//! - an empty queue preempted while it needed idling for its guarantees stays busy
+//!   (5.3+, `REQUEUE_EMPTY_PREEMPTED`).
+//!
+//! Not modelled: time charging of slow queues, the inject-limit feedback, ioprio classes,
+//! the peak-rate estimator (the fitted device's sequential rate stands for it), queue
+//! merging triggered by a bio merge attempt (`bfq_allow_bio_merge`; only at request
+//! insertion here), the per-cgroup request limit of shared queues
 //! (`bfqq_request_over_limit`).
 
 use std::collections::{BTreeSet, VecDeque};
@@ -73,6 +79,13 @@ const RATE_MIN_INTERVAL_NS: u64 = 300_000_000;
 const RATE_MIN_SAMPLES: u32 = 32;
 const RATE_IDLE_RESET_NS: u64 = 100_000_000;
 const WR_COEFF: u32 = 30;
+/// Soft real-time raising (`BFQ_SOFTRT_WEIGHT_FACTOR` x `bfq_wr_coeff`, for
+/// `bfq_wr_rt_max_time`), for a queue that comes back, with nothing in flight, after an
+/// idle pause long enough for its rate since it last became busy to stay under
+/// `bfq_wr_max_softrt_rate` sectors/s.
+const SOFTRT_COEFF: u32 = WR_COEFF * 100;
+const WR_RT_MAX_TIME_NS: u64 = 300_000_000;
+const WR_MAX_SOFTRT_RATE: u64 = 7000;
 const WR_MIN_IDLE_NS: u64 = 2_000_000_000;
 const MAX_SERVICE_FROM_WR: u64 = 120_000;
 const MIN_TT_NS: u64 = 2_000_000;
@@ -82,14 +95,16 @@ const BURST_INTERVAL_NS: u64 = 180_000_000;
 const LARGE_BURST: usize = 8;
 const DEFAULT_MAX_BUDGET: u32 = 16384;
 const STATS_MIN_BUDGETS: u32 = 194;
-/// Requeueing an empty preempted queue (`__bfq_bfqq_expire`) is off: on fresh test-bed
-/// recordings the trace-driven check agrees as much without it, while with it the
-/// closed-loop dsync cycle under 5.3 rules (`dsync_cycle_under_current_bfq_loses_nothing`)
-/// loses 9% to mq-deadline; to be understood before it is turned on.
-const REQUEUE_EMPTY_PREEMPTED: bool = false;
+/// Requeueing an empty preempted queue (`__bfq_bfqq_expire`, 5.3+: one that still needs
+/// idling for its service guarantees stays busy): BFQ's log shows it ("expire (4)",
+/// the same queue set in service again, then "expire (3)" at its next chance). Off gives a
+/// switch to the preempting queue there instead.
+const REQUEUE_EMPTY_PREEMPTED: bool = true;
 /// A cgroup's BFQ weight (`io.bfq.weight`, cgroup v2's default; v1's
 /// `BFQ_WEIGHT_LEGACY_DFL` is the same).
 const GROUP_WEIGHT: f64 = 100.0;
+/// `queue_of` of a request no queue holds.
+const NO_QUEUE: u32 = u32::MAX;
 /// Async queues are charged this much more per sector.
 const ASYNC_CHARGE: u32 = 3;
 /// `BFQQ_CLOSE_THR`: a request this close (sectors) to a queue's position is close, for
@@ -151,8 +166,22 @@ struct Queue {
     tot_idle_time: u64,
     io_bound_now: bool,
     wr_coeff: u32,
+    /// `last_wr_start_finish` while raised: the raising period runs from it for `wr_dur`.
     wr_start: u64,
+    /// `wr_cur_max_time`: [`WR_RT_MAX_TIME_NS`] marks soft real-time raising.
     wr_dur: u64,
+    /// Where the interactive raising a switch to soft real-time interrupted began
+    /// (`wr_start_at_switch_to_srt`); `None`: minus infinity (none to go back to).
+    wr_start_at_switch_to_srt: Option<u64>,
+    /// Soft real-time detection: the queue may be deemed soft real-time when it becomes
+    /// busy after this instant (`soft_rt_next_start`; `u64::MAX` until an expiration
+    /// found it isochronous); when it last became busy and the service since.
+    soft_rt_next_start: u64,
+    last_idle_bklogged: u64,
+    service_from_backlogged: u64,
+    /// Expired empty with requests in flight: `soft_rt_next_start` is computed when they
+    /// are done.
+    softrt_update: bool,
     wr_service: u64,
     waker: Option<usize>,
     waker_cand: Option<usize>,
@@ -173,10 +202,8 @@ struct Queue {
     created: u64,
     /// Not yet activated by a request (`just_created`).
     just_created: bool,
-    /// Service since it last became busy, and when its first sector of that was
-    /// dispatched (`service_from_backlogged`, `first_IO_time`): a queue served for longer
-    /// than `bfq_merge_time_limit` is too late for merging.
-    service_from_backlogged: u64,
+    /// When the first sector of `service_from_backlogged` was dispatched (`first_IO_time`):
+    /// a queue served for longer than `bfq_merge_time_limit` is too late for merging.
     first_io_time: u64,
     /// Merged away (`new_bfqq`): its processes' next requests go there.
     merged_into: Option<(usize, MergeWhy)>,
@@ -598,6 +625,12 @@ impl Bfq {
             wr_coeff: 1,
             wr_start: 0,
             wr_dur: 0,
+            wr_start_at_switch_to_srt: None,
+            // `bfq_init_bfqq`: "the value for which bfqq will not be deemed as soft rt".
+            soft_rt_next_start: u64::MAX,
+            last_idle_bklogged: ctx.now,
+            service_from_backlogged: 0,
+            softrt_update: false,
             wr_service: 0,
             waker: None,
             waker_cand: None,
@@ -611,7 +644,6 @@ impl Bfq {
             ioprio: ioprio_class_level(ioprio),
             created: ctx.now,
             just_created: true,
-            service_from_backlogged: 0,
             first_io_time: 0,
             merged_into: None,
             split_coop: false,
@@ -719,7 +751,6 @@ impl Bfq {
         qq.non_blocking_wait_rq = false;
         qq.service = 0;
         qq.just_created = false;
-        qq.service_from_backlogged = 0;
         // A shared queue is raised only for stably merged processes (5.14+), and a queue
         // just split keeps the raising state it got back for 2 s
         // (`bfq_bfqq_handle_idle_busy_switch`).
@@ -736,29 +767,63 @@ impl Bfq {
         // raised ("do not raise non-default weights").
         let default_weight =
             self.kernel < 5012 || (qq.orig_weight - DEFAULT_WEIGHT).abs() < f64::EPSILON;
-        if self.low_latency
-            && qq.sync
-            && qq.wr_coeff == 1
-            && !qq.in_large_burst
-            && idle_for_long
+        let in_burst = qq.in_large_burst;
+        // `BFQQE_TOTALLY_SEEKY` (5.2+): all of the last 32 requests seeky.
+        let totally_seeky = self.kernel >= 5002 && qq.seek_hist == u32::MAX;
+        let soft_rt = !totally_seeky
+            && !in_burst
+            && now > qq.soft_rt_next_start
+            && qq.dispatched == 0
             && default_weight
-            && owned
-            && split_settled
-        {
-            qq.wr_coeff = WR_COEFF;
-            qq.wr_start = now;
-            qq.wr_dur = wr_dur;
-            qq.wr_service = 0;
-            raised = Some(qq.stream);
-        }
+            && owned;
+        // `idle_for_long` in the kernel also requires a non-merged (or stably merged) queue
+        // and a split at least `bfq_wr_min_idle_time` ago.
+        let interactive = !in_burst && idle_for_long && default_weight && owned && split_settled;
+        let old_wr_coeff = qq.wr_coeff;
         qq.budget = if wants_to_preempt {
             left.min(qq.max_budget)
         } else {
             qq.max_budget.max(first_sectors)
         };
-        if raised.is_some() {
-            qq.budget = qq.budget.min(2 * min_budget).max(first_sectors);
+        // `bfq_update_bfqq_wr_on_rq_arrival`.
+        if self.low_latency {
+            if old_wr_coeff == 1 && qq.sync && (interactive || soft_rt) {
+                if interactive {
+                    qq.wr_coeff = WR_COEFF;
+                    qq.wr_dur = wr_dur;
+                    qq.wr_service = 0;
+                } else {
+                    qq.wr_start_at_switch_to_srt = None;
+                    qq.wr_coeff = SOFTRT_COEFF;
+                    qq.wr_dur = WR_RT_MAX_TIME_NS;
+                }
+                qq.budget = qq.budget.min(2 * min_budget).max(first_sectors);
+                raised = Some((qq.stream, qq.wr_coeff, qq.wr_dur));
+            } else if old_wr_coeff > 1 {
+                if interactive {
+                    qq.wr_coeff = WR_COEFF;
+                    qq.wr_dur = wr_dur;
+                } else if in_burst {
+                    qq.wr_coeff = 1;
+                } else if soft_rt {
+                    // Still or again soft real-time: the soft real-time period restarts
+                    // (from an interactive one, which it may go back to).
+                    if qq.wr_dur != WR_RT_MAX_TIME_NS {
+                        qq.wr_start_at_switch_to_srt = Some(qq.wr_start);
+                        qq.wr_dur = WR_RT_MAX_TIME_NS;
+                        qq.wr_coeff = SOFTRT_COEFF;
+                    }
+                    qq.wr_start = now;
+                }
+            }
+            // `bfq_add_request`: a raising period starts (or an interactive one restarts).
+            if old_wr_coeff == 1 || qq.wr_coeff == 1 || interactive {
+                qq.wr_start = now;
+            }
         }
+        qq.last_idle_bklogged = now;
+        qq.service_from_backlogged = 0;
+        qq.softrt_update = false;
         qq.busy = true;
         // B-WF2Q+ activation: S = max(V, F_old) (back-shifted when it only paused).
         let weight = qq.weight();
@@ -776,11 +841,11 @@ impl Bfq {
         if raised_now {
             self.wr_busy += 1;
         }
-        if let Some(stream) = raised {
+        if let Some((stream, coeff, duration_ns)) = raised {
             self.log(Decision::Raise {
                 stream,
-                coeff: WR_COEFF,
-                duration_ns: wr_dur,
+                coeff,
+                duration_ns,
             });
         }
         // Preemption of the in-service queue.
@@ -840,6 +905,7 @@ impl Bfq {
         // (`idling_needed_for_service_guarantees`, which first asks whether the process
         // is still there: here, whether it has I/O to come.)
         let requeue_empty = REQUEUE_EMPTY_PREEMPTED
+            && self.kernel >= 5003
             && reason == ExpireReason::Preempted
             && self.queues[q].queued() == 0
             && self.queues[q].sync
@@ -848,6 +914,16 @@ impl Bfq {
                 .iter()
                 .any(|m| ctx.stream_has_future(*m))
             && self.guarantees(q, ctx.in_driver).is_some();
+        // `bfq_bfqq_expire`: an empty queue with nothing in flight is isochronous so far:
+        // when it may next be deemed soft real-time; with requests in flight, that waits
+        // for their completion.
+        if self.low_latency && self.queues[q].queued() == 0 {
+            if self.queues[q].dispatched == 0 {
+                self.queues[q].soft_rt_next_start = self.softrt_next_start(q, ctx.now);
+            } else {
+                self.queues[q].softrt_update = true;
+            }
+        }
         let max = self.bfq_max_budget();
         let min = self.min_budget();
         let old_rules = self.kernel < 5012;
@@ -911,6 +987,11 @@ impl Bfq {
             qq.budget = qq.max_budget.max(next_charge).max(1);
             qq.finish = qq.start + f64::from(qq.budget) / weight;
         } else {
+            // `__bfq_bfqq_expire`: `budget_timeout`, overloaded, keeps when the queue was
+            // left with nothing queued or in flight (weight raising's "idle for long").
+            if self.queues[q].dispatched == 0 {
+                self.queues[q].budget_timeout = ctx.now.max(1);
+            }
             self.leave_busy(q);
         }
         self.in_service = None;
@@ -921,6 +1002,22 @@ impl Bfq {
             served,
             shared,
         });
+    }
+
+    /// `bfq_bfqq_softrt_next_start`: not before its service since it last became busy
+    /// would have taken at [`WR_MAX_SOFTRT_RATE`], nor before an idle slice (and 4
+    /// jiffies) from now, nor before the previous bound.
+    fn softrt_next_start(&self, q: usize, now: u64) -> u64 {
+        let qq = &self.queues[q];
+        let by_rate =
+            qq.last_idle_bklogged + qq.service_from_backlogged * 1_000_000_000 / WR_MAX_SOFTRT_RATE;
+        let by_idle = now + self.slice_idle + 4 * self.jiffy_ns;
+        let prev = if qq.soft_rt_next_start == u64::MAX {
+            0
+        } else {
+            qq.soft_rt_next_start
+        };
+        prev.max(by_rate).max(by_idle)
     }
 
     /// The next queue by B-WF2Q+, set in service.
@@ -1261,7 +1358,7 @@ impl Bfq {
     /// Trace-driven check: `rq` went to the driver (whatever the model would have chosen).
     pub(crate) fn force_dispatch(&mut self, ctx: &Ctx, rq: RqId) {
         self.now = ctx.now;
-        let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) else {
+        let Some(q) = self.queue_of_rq(rq) else {
             return;
         };
         if self.rq_pos.get(rq as usize).is_none_or(|p| *p == u64::MAX) {
@@ -1271,6 +1368,14 @@ impl Bfq {
             self.end_idle(IdleOutcome::Arrived);
         }
         self.serve(ctx, q, rq);
+    }
+
+    /// The queue a request was given, if any.
+    fn queue_of_rq(&self, rq: RqId) -> Option<usize> {
+        self.queue_of
+            .get(rq as usize)
+            .filter(|q| **q != NO_QUEUE)
+            .map(|q| *q as usize)
     }
 
     /// Trace-driven check: BFQ's peak-rate estimator set its max budget
@@ -1326,20 +1431,37 @@ impl Bfq {
         self.set_in_service(ctx, q);
     }
 
+    /// `bfq_update_wr_data`: raising ends in a large burst, with time, or (interactive
+    /// only) with service; a soft real-time period that ends within the interactive one
+    /// it interrupted goes back to it (`switch_back_to_interactive_wr`).
     fn end_raising_if_due(&mut self, q: usize, now: u64) {
+        let wr_duration = self.wr_duration();
         let qq = &mut self.queues[q];
-        // Raising ends with time, with service, or once the queue is found in a large burst.
-        if qq.wr_coeff > 1
-            && (qq.in_large_burst
-                || now > qq.wr_start + qq.wr_dur
-                || qq.wr_service > MAX_SERVICE_FROM_WR)
-        {
-            let raised = qq.weight();
-            qq.wr_coeff = 1;
-            if qq.busy {
-                self.wr_busy -= 1;
-                self.busy_weight += qq.weight() - raised;
+        if qq.wr_coeff == 1 {
+            return;
+        }
+        let raised = qq.weight();
+        let soft_rt = qq.wr_dur == WR_RT_MAX_TIME_NS;
+        let mut end = qq.in_large_burst;
+        if !end && now > qq.wr_start + qq.wr_dur {
+            match qq.wr_start_at_switch_to_srt {
+                Some(t) if soft_rt && now <= t + wr_duration => {
+                    qq.wr_coeff = WR_COEFF;
+                    qq.wr_dur = wr_duration;
+                    qq.wr_start = t;
+                }
+                _ => end = true,
             }
+        }
+        end |= qq.wr_dur != WR_RT_MAX_TIME_NS && qq.wr_service > MAX_SERVICE_FROM_WR;
+        if end {
+            qq.wr_coeff = 1;
+        }
+        if qq.busy {
+            if end {
+                self.wr_busy -= 1;
+            }
+            self.busy_weight += qq.weight() - raised;
         }
     }
 }
@@ -1825,7 +1947,7 @@ impl Scheduler for Bfq {
     }
 
     fn repositioned(&mut self, ctx: &Ctx, rq: RqId, old_sector: u64) {
-        if let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) {
+        if let Some(q) = self.queue_of_rq(rq) {
             let sorted = &mut self.queues[q].sorted;
             reposition_sorted(sorted, &mut self.rq_pos, ctx, rq, old_sector);
         }
@@ -1837,7 +1959,7 @@ impl Scheduler for Bfq {
         let (stream, sector) = (ctx.rqs[rq as usize].stream, ctx.rqs[rq as usize].sector);
         let q = self.setup_cooperator(ctx, q, stream, sector);
         if self.queue_of.len() <= rq as usize {
-            self.queue_of.resize(rq as usize + 1, 0);
+            self.queue_of.resize(rq as usize + 1, NO_QUEUE);
         }
         self.queue_of[rq as usize] = q as u32;
         let r = &ctx.rqs[rq as usize];
@@ -1897,6 +2019,36 @@ impl Scheduler for Bfq {
         }
     }
 
+    /// A request's data the flush machinery inserted at the head (a write with
+    /// REQ_PREFLUSH on a device with a write cache). Since 6.5 ("blk-mq: use
+    /// the I/O scheduler for writes from the flush state machine") it reaches
+    /// `bfq_insert_request` with `BLK_MQ_INSERT_AT_HEAD`: `bfq_init_rq` gives it its
+    /// process's queue, but it goes on `bfqd->dispatch`, not into the queue (no
+    /// `bfq_add_request`: no activation, think time or waker check). Before, it bypassed
+    /// the scheduler (`blk_mq_sched_bypass_insert`, RQF_FLUSH_SEQ) and BFQ never knew it.
+    fn insert_at_head(&mut self, ctx: &Ctx, rq: RqId) {
+        self.now = ctx.now;
+        if self.kernel < 6005 {
+            return;
+        }
+        let q = self.queue_for(ctx, rq);
+        if self.queue_of.len() <= rq as usize {
+            self.queue_of.resize(rq as usize + 1, NO_QUEUE);
+        }
+        self.queue_of[rq as usize] = q as u32;
+    }
+
+    /// A request of [`Scheduler::insert_at_head`] went to the driver:
+    /// `__bfq_dispatch_request` serves the dispatch list first, before selecting a queue,
+    /// counting it in its queue's `dispatched` (its completion is the queue's like any
+    /// other) without charging any service.
+    fn dispatched_at_head(&mut self, ctx: &Ctx, rq: RqId) {
+        self.now = ctx.now;
+        if let Some(q) = self.queue_of_rq(rq) {
+            self.queues[q].dispatched += 1;
+        }
+    }
+
     fn dispatch(&mut self, ctx: &Ctx) -> Option<RqId> {
         self.now = ctx.now;
         if self.strict && ctx.in_driver > 0 {
@@ -1911,7 +2063,7 @@ impl Scheduler for Bfq {
 
     fn completed(&mut self, ctx: &Ctx, rq: RqId) {
         self.now = ctx.now;
-        let Some(q) = self.queue_of.get(rq as usize).map(|q| *q as usize) else {
+        let Some(q) = self.queue_of_rq(rq) else {
             return;
         };
         {
@@ -1921,6 +2073,22 @@ impl Scheduler for Bfq {
         }
         self.last_completed = Some(q);
         self.last_completion = ctx.now;
+        // `bfq_completed_request`: the deferred soft real-time bound, once nothing is in
+        // flight (5.12+: not for an interactive-raised queue, "avoid spurious switches to
+        // soft_rt of interactive queues").
+        // `bfq_completed_request`: the last request of an idle queue done: the start of
+        // its idle time, in the overloaded `budget_timeout`.
+        if self.queues[q].dispatched == 0 && !self.queues[q].busy {
+            self.queues[q].budget_timeout = ctx.now.max(1);
+        }
+        let qq = &self.queues[q];
+        if qq.softrt_update
+            && qq.dispatched == 0
+            && qq.queued() == 0
+            && (self.kernel < 5012 || qq.wr_coeff != WR_COEFF)
+        {
+            self.queues[q].soft_rt_next_start = self.softrt_next_start(q, ctx.now);
+        }
         if self.in_service != Some(q) {
             // A queue that expired with requests in flight leaves the busy set once they
             // are done only through a new activation; nothing to decide here.
@@ -2219,6 +2387,74 @@ mod tests {
         b.insert(&ctx(0, &rqs, &rem), 1);
         assert_eq!(b.asymmetric(0), None, "weight 20 is the smallest");
         assert_eq!(b.asymmetric(1), Some(IdleReason::AsymmetricWeights));
+    }
+
+    /// Soft real-time raising (`bfq_bfqq_handle_idle_busy_switch`,
+    /// `bfq_bfqq_softrt_next_start`, `bfq_set_budget_timeout`). A reader is
+    /// interactive-raised at its first request (a new queue counts as idle for long), then
+    /// expires too idle (8 ms slice_idle, 20 ms for a raised queue) at 20.5 ms with nothing
+    /// in flight: it may be deemed soft real-time from 20.5 + 8 + 4 jiffies (16 ms) =
+    /// 44.5 ms on (its 8 sectors at 7000 sectors/s bound it to 1.1 ms only). Its next
+    /// request at 100 ms is not "idle for long" (the overloaded `budget_timeout` holds
+    /// 20.5 ms: 2 s have not passed): it switches to soft real-time raising (x3000 for
+    /// 300 ms), whose budget timeout is 1 x timeout_sync, not 30 x. Arriving at 40 ms
+    /// instead, before the bound, it stays interactive.
+    #[test]
+    fn a_queue_back_after_an_isochronous_pause_is_soft_real_time() {
+        let run = |back: u64| {
+            let mut b = Bfq::new(&Settings::default(), &env()).unwrap();
+            let rqs = [rq(0, 0, 0), rq(0, 8, back)];
+            let rem = [1u32, 0];
+            b.insert(&ctx(0, &rqs, &rem), 0);
+            assert_eq!(b.dispatch(&ctx(0, &rqs, &rem)), Some(0));
+            assert_eq!(b.queues[0].wr_coeff, WR_COEFF);
+            b.completed(&ctx(500_000, &rqs, &rem), 0);
+            assert!(b.wait_request);
+            assert_eq!(b.next_timer(), Some(20_500_000));
+            b.timer(&ctx(20_500_000, &rqs, &rem));
+            assert_eq!(
+                expirations(&mut b),
+                [(0, ExpireReason::TooIdle)],
+                "too idle at the timer"
+            );
+            let rem = [0u32, 0];
+            b.insert(&ctx(back, &rqs, &rem), 1);
+            assert_eq!(b.dispatch(&ctx(back, &rqs, &rem)), Some(1));
+            let q = &b.queues[0];
+            (
+                q.wr_coeff,
+                q.wr_dur,
+                q.budget_timeout - (back - back % b.jiffy_ns),
+            )
+        };
+        let timeout = 124_000_000;
+        assert_eq!(run(100_000_000), (SOFTRT_COEFF, WR_RT_MAX_TIME_NS, timeout));
+        let (coeff, _, slot) = run(40_000_000);
+        assert_eq!((coeff, slot), (WR_COEFF, 30 * timeout));
+    }
+
+    /// `__bfq_bfqq_expire` (5.3+): dd, in a cgroup of its own with a write in flight and
+    /// nothing queued, is preempted by jbd2's newly raised queue in the root group (its
+    /// weight, 1200, above dd's group's 100). Two groups have pending I/O, so dd still needs
+    /// idling for its guarantees: it stays busy (requeued). Had dd no more I/O to come
+    /// (its process gone), it would leave the busy set.
+    #[test]
+    fn an_empty_queue_preempted_while_it_needs_idling_stays_busy() {
+        let run = |dd_future: u32| {
+            let mut b = Bfq::new(&Settings::default(), &env()).unwrap();
+            let mut rqs = [rq(0, 0, 0), rq(1, 1 << 20, 100_000)];
+            rqs[0].cgroup = 500;
+            let rem = [dd_future + 1, 1];
+            b.insert(&ctx(0, &rqs, &rem), 0);
+            assert_eq!(b.dispatch(&ctx(0, &rqs, &rem)), Some(0));
+            let rem = [dd_future, 0];
+            b.insert(&ctx(100_000, &rqs, &rem), 1);
+            let expired = expirations(&mut b);
+            assert_eq!(expired, [(0, ExpireReason::Preempted)]);
+            b.queues[0].busy
+        };
+        assert!(run(1), "requeued");
+        assert!(!run(0), "gone: not requeued");
     }
 
     fn expirations(b: &mut Bfq) -> Vec<(u32, ExpireReason)> {

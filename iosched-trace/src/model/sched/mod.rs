@@ -149,6 +149,17 @@ pub trait Scheduler {
         let _ = (ctx, rq, old_sector);
     }
     fn insert(&mut self, ctx: &Ctx, rq: RqId);
+    /// The data of a write with REQ_PREFLUSH on a device with a write cache: the flush
+    /// machinery inserts it at the head of the scheduler's dispatch list (6.5+), so it is
+    /// served first, outside the scheduler's queues, and never goes through
+    /// [`Scheduler::dispatch`]. A scheduler that keeps per-process state (BFQ) sees it
+    /// here, at its issue ([`Scheduler::dispatched_at_head`]) and at its completion.
+    fn insert_at_head(&mut self, ctx: &Ctx, rq: RqId) {
+        let _ = (ctx, rq);
+    }
+    fn dispatched_at_head(&mut self, ctx: &Ctx, rq: RqId) {
+        let _ = (ctx, rq);
+    }
     /// The next request for the driver, or `None` (nothing, or holding the device idle).
     fn dispatch(&mut self, ctx: &Ctx) -> Option<RqId>;
     fn completed(&mut self, ctx: &Ctx, rq: RqId);
