@@ -988,7 +988,7 @@ mod tests {
 # kernel read errors: 2
 # sda: completed requests by the kernel's count 5 (r 5 w 0 d 0), traced 4: 1 without a completion event
 # recording closed cleanly (ended by signal)
-# warning: sda: 1 completed request counted by the kernel has no completion event (kernel: 5 reads, 0 writes, 0 discards; traced: 4, 0, 0, and up to 1 more may hide behind requests in flight at the counter reads); the block_rq_complete tracepoint did not report it
+# warning: sda: 1 completed request counted by the kernel has no completion event (kernel: 5 reads, 0 writes, 0 discards; traced: 4, 0, 0, and up to 1 more may hide behind requests in flight at the counter reads); no block_rq_complete event for it reached the recorder (which lost none it was given)
 "#;
 
     #[test]

@@ -324,7 +324,8 @@ impl CompletionCheck {
             "{}: {n} completed request{} counted by the kernel ha{} no completion event \
              (kernel: {} reads, {} writes, {} discards; traced: {}, {}, {}{give_or_take}\
              {writes_note}); \
-             the block_rq_complete tracepoint did not report {}",
+             no block_rq_complete event for {} reached the recorder (which lost none it was \
+             given)",
             self.device,
             if n == 1 { "" } else { "s" },
             if n == 1 { "s" } else { "ve" },
