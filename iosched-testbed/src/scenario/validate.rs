@@ -268,25 +268,46 @@ fn replay_json(
     spec: &str,
     profile: Option<&Path>,
 ) -> Result<Value, ScenarioError> {
-    let mut cmd = Command::new(trace_bin);
-    cmd.arg("replay")
-        .arg(file)
-        .args(["--sched", spec, "--json"])
-        .stdin(Stdio::null());
+    let mut args: Vec<&std::ffi::OsStr> = vec!["--sched".as_ref(), spec.as_ref()];
     if let Some(p) = profile {
-        cmd.arg("--device-profile").arg(p);
+        args.extend(["--device-profile".as_ref(), p.as_os_str()]);
     }
-    let out = cmd.output().map_err(|err| ScenarioError::Io {
-        what: format!("running {}", trace_bin.display()),
-        err,
-    })?;
+    run_json(
+        trace_bin,
+        "replay",
+        file,
+        &args,
+        &format!("replay --sched {spec}"),
+    )
+}
+
+/// `iosched-trace COMMAND FILE ARGS... --json`, its output parsed; `what` names the command
+/// in errors.
+pub(super) fn run_json(
+    trace_bin: &Path,
+    command: &str,
+    file: &Path,
+    args: &[&std::ffi::OsStr],
+    what: &str,
+) -> Result<Value, ScenarioError> {
+    let out = Command::new(trace_bin)
+        .arg(command)
+        .arg(file)
+        .args(args)
+        .arg("--json")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|err| ScenarioError::Io {
+            what: format!("running {}", trace_bin.display()),
+            err,
+        })?;
     let bad = |err: String| ScenarioError::Report {
         path: file.to_owned(),
         err,
     };
     if !out.status.success() {
         return Err(bad(format!(
-            "replay --sched {spec}: {}",
+            "{what}: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }

@@ -8,10 +8,7 @@
 //! Owns: reading explain's findings, matching a what-if to runs. Must not: judge (the
 //! caller prints the errors against its target).
 
-use std::{
-    path::Path,
-    process::{Command, Stdio},
-};
+use std::path::Path;
 
 use serde_json::Value;
 
@@ -51,28 +48,11 @@ pub struct Explained {
 
 /// `iosched-trace explain FILE --json`.
 pub fn explain(trace_bin: &Path, file: &Path) -> Result<Explained, ScenarioError> {
-    let out = Command::new(trace_bin)
-        .arg("explain")
-        .arg(file)
-        .arg("--json")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|err| ScenarioError::Io {
-            what: format!("running {}", trace_bin.display()),
-            err,
-        })?;
-    let bad = |err: String| ScenarioError::Report {
+    let v = super::validate::run_json(trace_bin, "explain", file, &[], "explain")?;
+    parse(&v).ok_or_else(|| ScenarioError::Report {
         path: file.to_owned(),
-        err,
-    };
-    if !out.status.success() {
-        return Err(bad(format!(
-            "explain: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| bad(e.to_string()))?;
-    parse(&v).ok_or_else(|| bad("explain --json: no `findings` array".into()))
+        err: "explain --json: no `findings` array".into(),
+    })
 }
 
 fn parse(v: &Value) -> Option<Explained> {

@@ -200,9 +200,30 @@ fn explain_finds_idling_on_a_dependency_in_a_recorded_cycle() {
 fn explain_says_plainly_when_nothing_is_wrong() {
     let n = 200;
     let dev = flat_disk(SVC, 100_000.0);
-    let w = dsync_cycle(n);
-    let events = super::scenarios::trace(&w, &dev, SchedKind::Bfq, &Settings::default()).unwrap();
-    let info = w.device.clone();
+    let (_, e) = traced_and_explained(&dsync_cycle(n), &dev, SchedKind::Bfq, &[]);
+    assert!(e.verdict.starts_with("nothing is wrong"), "{e:#?}");
+}
+
+/// `w` traced under `sched` with `tunables` on `dev`, extracted back from the trace (whose
+/// device says that scheduler and tunables), and explained: the replayer (its device fitted
+/// from the trace) and `explain`'s answer.
+fn traced_and_explained(
+    w: &Workload,
+    dev: &DeviceModel,
+    sched: SchedKind,
+    tunables: &[(&str, &str)],
+) -> (Replayer, explain::Explanation) {
+    let mut settings = Settings::default();
+    for (k, v) in tunables {
+        settings.0.insert((*k).into(), (*v).into());
+    }
+    let events = super::scenarios::trace(w, dev, sched, &settings).unwrap();
+    let mut info = w.device.clone();
+    info.scheduler = Some(sched.name().into());
+    info.iosched = tunables
+        .iter()
+        .map(|(k, v)| ((*k).into(), (*v).into()))
+        .collect();
     let mut src = MemorySource::new(vec![info.clone()], events.clone());
     let extracted = workload::extract(&mut src, None).unwrap();
     let r = Replayer::new(extracted, None, vec![0, 1]).unwrap();
@@ -210,7 +231,7 @@ fn explain_says_plainly_when_nothing_is_wrong() {
     let (recorded, report) =
         super::replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
     let e = explain::explain(&r, &recorded, &report).unwrap();
-    assert!(e.verdict.starts_with("nothing is wrong"), "{e:#?}");
+    (r, e)
 }
 
 /// A lone sequential reader under BFQ: BFQ idles after each of its requests for the next one,
@@ -228,14 +249,7 @@ fn idling_on_a_lone_reader_is_not_a_finding() {
         let t = prev.map_or(Trigger::At(0), |io| Trigger::AfterCompletion { io, delay });
         prev = Some(push(&mut w, 0, k * 256, 256, Op::Read, true, t));
     }
-    let events = super::scenarios::trace(&w, &dev, SchedKind::Bfq, &Settings::default()).unwrap();
-    let info = w.device.clone();
-    let mut src = MemorySource::new(vec![info.clone()], events.clone());
-    let extracted = workload::extract(&mut src, None).unwrap();
-    let r = Replayer::new(extracted, None, vec![0, 1]).unwrap();
-    let mut src = MemorySource::new(vec![info], events);
-    let (recorded, report) =
-        super::replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let (r, e) = traced_and_explained(&w, &dev, SchedKind::Bfq, &[]);
     // The premise: the model does idle on it, for a real share of the run.
     let base = r.run(&r.recorded_config().unwrap()).unwrap();
     let (n, idle_ns, _) = super::replay::idle_episodes(&base.decisions, 0);
@@ -244,7 +258,6 @@ fn idling_on_a_lone_reader_is_not_a_finding() {
         idle_ns as f64 >= 0.05 * base.summary.duration_s * 1e9,
         "{idle_ns} ns"
     );
-    let e = explain::explain(&r, &recorded, &report).unwrap();
     assert!(
         e.findings.iter().all(|f| !f.cause.starts_with("idling")),
         "{e:#?}"
@@ -482,17 +495,7 @@ fn cfq_low_latency_scales_slices_to_the_target_latency() {
 fn explain_finds_cfq_idling_on_a_dependency() {
     let n = 200;
     let dev = flat_disk(SVC, 100_000.0);
-    let w = dsync_cycle(n);
-    let events = super::scenarios::trace(&w, &dev, SchedKind::Cfq, &Settings::default()).unwrap();
-    let mut info = w.device.clone();
-    info.scheduler = Some("cfq".into());
-    let mut src = MemorySource::new(vec![info.clone()], events.clone());
-    let extracted = workload::extract(&mut src, None).unwrap();
-    let r = Replayer::new(extracted, None, vec![0, 1]).unwrap();
-    let mut src = MemorySource::new(vec![info], events);
-    let (recorded, report) =
-        super::replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
-    let e = explain::explain(&r, &recorded, &report).unwrap();
+    let (_, e) = traced_and_explained(&dsync_cycle(n), &dev, SchedKind::Cfq, &[]);
     let first = &e.findings[0];
     assert_eq!(first.cause, "idling_on_dependency", "{e:#?}");
     assert!(first.title.starts_with("CFQ idles on"), "{}", first.title);
@@ -679,22 +682,12 @@ fn cfq_groups_share_the_disk_by_weight() {
 fn explain_finds_cfq_group_idling_on_a_dependency() {
     let n = 200;
     let dev = flat_disk(SVC, 100_000.0);
-    let w = dsync_cycle(n);
-    let mut settings = Settings::default();
-    settings.0.insert("slice_idle".into(), "0".into());
-    let events = super::scenarios::trace(&w, &dev, SchedKind::Cfq, &settings).unwrap();
-    let mut info = w.device.clone();
-    info.scheduler = Some("cfq".into());
-    info.iosched = vec![("slice_idle".into(), "0".into())]
-        .into_iter()
-        .collect();
-    let mut src = MemorySource::new(vec![info.clone()], events.clone());
-    let extracted = workload::extract(&mut src, None).unwrap();
-    let r = Replayer::new(extracted, None, vec![0, 1]).unwrap();
-    let mut src = MemorySource::new(vec![info], events);
-    let (recorded, report) =
-        super::replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
-    let e = explain::explain(&r, &recorded, &report).unwrap();
+    let (_, e) = traced_and_explained(
+        &dsync_cycle(n),
+        &dev,
+        SchedKind::Cfq,
+        &[("slice_idle", "0")],
+    );
     let first = &e.findings[0];
     eprintln!("{first:#?}");
     assert_eq!(first.cause, "idling_on_dependency", "{e:#?}");
