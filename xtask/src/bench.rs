@@ -193,26 +193,27 @@ fn run_pair(
     let drain_only_iops = if args.split {
         let mut options = args.record_options.clone();
         options.push("--discard-events".into());
-        let mut recorder = Recorder::start_with(bin, loopdev, trace, &options)?;
-        recorder.wait_ready(READY_TIMEOUT)?;
-        let iops = fio(loopdev.dev(), runtime).context("fio run while draining only")?;
-        let status = recorder.stop()?;
-        if !status.success() {
-            bail!("the drain-only recorder exited with {status} after SIGINT");
-        }
+        let iops = fio_while_recording(
+            bin,
+            loopdev,
+            trace,
+            &options,
+            runtime,
+            "drain-only recorder",
+        )?;
         fs::remove_file(trace).with_context(|| format!("removing {}", trace.display()))?;
         Some(iops)
     } else {
         None
     };
-
-    let mut recorder = Recorder::start_with(bin, loopdev, trace, &args.record_options)?;
-    recorder.wait_ready(READY_TIMEOUT)?;
-    let recording_iops = fio(loopdev.dev(), runtime).context("fio run while recording")?;
-    let status = recorder.stop()?;
-    if !status.success() {
-        bail!("the recorder exited with {status} after SIGINT; see its output above");
-    }
+    let recording_iops = fio_while_recording(
+        bin,
+        loopdev,
+        trace,
+        &args.record_options,
+        runtime,
+        "recorder",
+    )?;
     scratch::check_interrupted()?;
 
     let file_bytes = fs::metadata(trace)
@@ -234,6 +235,26 @@ fn run_pair(
         lost: stats.lost,
         file_bytes,
     })
+}
+
+/// The fio job's IOPS while `record OPTIONS` writes `trace`; the recorder must then end
+/// cleanly on SIGINT (`what` names it in errors).
+fn fio_while_recording(
+    bin: &Path,
+    loopdev: &LoopDevice,
+    trace: &Path,
+    options: &[String],
+    runtime: u32,
+    what: &str,
+) -> anyhow::Result<f64> {
+    let mut recorder = Recorder::start_with(bin, loopdev, trace, options)?;
+    recorder.wait_ready(READY_TIMEOUT)?;
+    let iops = fio(loopdev.dev(), runtime).with_context(|| format!("fio run with the {what}"))?;
+    let status = recorder.stop()?;
+    if !status.success() {
+        bail!("the {what} exited with {status} after SIGINT; see its output above");
+    }
+    Ok(iops)
 }
 
 /// Runs the fio job on `dev` and returns its read IOPS.
@@ -340,10 +361,8 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     for i in 1..=args.repeat {
         let baseline = fio(loopdev.dev(), args.runtime).context("baseline fio run")?;
         if args.split {
-            let live = LiveChild::start(&bin, &loopdev, &["--discard-events"])?;
-            let drained = fio(loopdev.dev(), args.runtime).context("fio run, drain only")?;
-            let lost = live.stop()?;
-            scratch::check_interrupted()?;
+            let (drained, lost) =
+                fio_while_live(&bin, &loopdev, &["--discard-events"], args.runtime)?;
             println!(
                 "run {i}/{}: drain only (events dropped) {drained:.0} IOPS, ratio {:.3}, lost \
                  events {lost}",
@@ -352,10 +371,7 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
             );
             drained_ratios.push(drained / baseline);
         }
-        let live = LiveChild::start(&bin, &loopdev, &[])?;
-        let watched = fio(loopdev.dev(), args.runtime).context("fio run with live")?;
-        let lost = live.stop()?;
-        scratch::check_interrupted()?;
+        let (watched, lost) = fio_while_live(&bin, &loopdev, &[], args.runtime)?;
         println!(
             "run {i}/{}: baseline {baseline:.0} IOPS, with live {watched:.0} IOPS, ratio {:.3}, \
              lost events {lost}",
@@ -386,6 +402,20 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The fio job's IOPS while `live --batch EXTRA` watches, and the events it lost.
+fn fio_while_live(
+    bin: &Path,
+    loopdev: &LoopDevice,
+    extra: &[&str],
+    runtime: u32,
+) -> anyhow::Result<(f64, u64)> {
+    let live = LiveChild::start(bin, loopdev, extra)?;
+    let iops = fio(loopdev.dev(), runtime).context("fio run with live")?;
+    let lost = live.stop()?;
+    scratch::check_interrupted()?;
+    Ok((iops, lost))
 }
 
 /// `iosched-trace live --batch` as a child, killed (by pid) on drop.

@@ -605,6 +605,24 @@ mod tests {
         bfq_with(pairs, vec![0])
     }
 
+    /// `pid`'s `k`-th 8-sector sync request, inserted at `t`, dispatched 10 µs and
+    /// completed 500 µs later, in cgroup 1 at the default priority.
+    fn sync_rq(pid: u32, op: Op, k: u64, t: u64) -> RecordedRq {
+        RecordedRq {
+            pid,
+            cgroup: 1,
+            ioprio: 0,
+            sector: k * 8,
+            sectors: 8,
+            op,
+            sync: true,
+            inserted: t,
+            dispatched: Some(t + 10_000),
+            completed: Some(t + 500_000),
+            flush_data: false,
+        }
+    }
+
     fn bfq_with(pairs: &[&str], stream_ioprio: Vec<u16>) -> Bfq {
         let env = SchedEnv {
             rotational: true,
@@ -632,19 +650,7 @@ mod tests {
         let mut dispatches = Vec::new();
         for k in 0..40u64 {
             let t = 1_000_000 + k * 1_000_000;
-            requests.push(RecordedRq {
-                pid,
-                cgroup: 1,
-                ioprio: 0,
-                sector: k * 8,
-                sectors: 8,
-                op: Op::Read,
-                sync: true,
-                inserted: t,
-                dispatched: Some(t + 10_000),
-                completed: Some(t + 500_000),
-                flush_data: false,
-            });
+            requests.push(sync_rq(pid, Op::Read, k, t));
             dispatches.push((t + 10_000, pid, k));
             notes.push(note(
                 t + 5_000,
@@ -721,19 +727,7 @@ mod tests {
         let mut dispatches = Vec::new();
         for k in 0..20u64 {
             let t = 1_000_000 + k * 2_000_000;
-            let base = RecordedRq {
-                pid: dd,
-                cgroup: 1,
-                ioprio: 0,
-                sector: k * 8,
-                sectors: 8,
-                op: Op::Write,
-                sync: true,
-                inserted: t,
-                dispatched: Some(t + 10_000),
-                completed: Some(t + 500_000),
-                flush_data: false,
-            };
+            let base = sync_rq(dd, Op::Write, k, t);
             requests.push(base);
             dispatches.push((t + 10_000, dd, 2 * k));
             requests.push(RecordedRq {
@@ -889,19 +883,7 @@ mod tests {
         let mut dispatches = Vec::new();
         for k in 0..6u64 {
             let t = 1_000_000 + k * 1_000_000;
-            requests.push(RecordedRq {
-                pid,
-                cgroup: 1,
-                ioprio: 0,
-                sector: k * 8,
-                sectors: 8,
-                op: Op::Read,
-                sync: true,
-                inserted: t,
-                dispatched: Some(t + 10_000),
-                completed: Some(t + 500_000),
-                flush_data: false,
-            });
+            requests.push(sync_rq(pid, Op::Read, k, t));
             dispatches.push((t + 10_000, pid, if k < 5 { k } else { 10 }));
         }
         requests.push(RecordedRq {

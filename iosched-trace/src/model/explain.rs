@@ -921,26 +921,39 @@ fn wbt_throttling(
         ms(waits.total_ns),
         ms(waits.p99_ns)
     );
-    // Throttling that the model says pays for itself is a note, not a fault.
+    Ok(Some(throttle_finding(
+        ["wbt_throttling", "wbt_throttling_pays"],
+        title,
+        ("without wbt", ", the writes crowding the device"),
+        evidence,
+        est,
+    )))
+}
+
+/// A throttling finding; throttling that the model says pays for itself (removing it costs
+/// [`MIN_EFFECT_PCT`] or more) is a note, not a fault: `causes[1]`, and the title says so
+/// (`fix`: the what-if in words, and what follows the figure).
+fn throttle_finding(
+    causes: [&'static str; 2],
+    title: String,
+    fix: (&str, &str),
+    evidence: Vec<String>,
+    est: Estimate,
+) -> Finding {
     let pays = est.change_pct <= -MIN_EFFECT_PCT;
-    Ok(Some(Finding {
-        cause: if pays {
-            "wbt_throttling_pays"
-        } else {
-            "wbt_throttling"
-        },
+    Finding {
+        cause: causes[usize::from(pays)],
         title: if pays {
             format!(
-                "{title}; it pays: without wbt the model predicts {:.0}% less for them, the \
-                 writes crowding the device",
-                -est.change_pct
+                "{title}; it pays: {} the model predicts {:.0}% less for them{}",
+                fix.0, -est.change_pct, fix.1
             )
         } else {
             title
         },
         evidence,
         estimate: Some(est),
-    }))
+    }
 }
 
 /// Kyber: requests that waited in a domain whose tokens had run out.
@@ -1052,23 +1065,11 @@ fn kyber_throttling(
         if domains.len() > 1 { "s" } else { "" },
         ms(total_ns)
     );
-    let pays = est.change_pct <= -MIN_EFFECT_PCT;
-    Ok(Some(Finding {
-        cause: if pays {
-            "kyber_throttling_pays"
-        } else {
-            "kyber_throttling"
-        },
-        title: if pays {
-            format!(
-                "{title}; it pays: at its initial depths the model predicts {:.0}% less for \
-                 them",
-                -est.change_pct
-            )
-        } else {
-            title
-        },
+    Ok(Some(throttle_finding(
+        ["kyber_throttling", "kyber_throttling_pays"],
+        title,
+        ("at its initial depths", ""),
         evidence,
-        estimate: Some(est),
-    }))
+        est,
+    )))
 }
