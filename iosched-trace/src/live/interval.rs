@@ -24,7 +24,7 @@ use crate::{
         model::{self},
     },
     devmap::DevMap,
-    event::{Dev, Event, Note},
+    event::{Dev, Event, EventKind, Note},
     input::{Identity, InputError, TraceFormat, TraceMeta, TraceSource},
     record::{DeviceInfo, ProcessInfo},
     timeline::{Anomalies, BioLife, DeviceState, LifeSink, RequestLife, Submitter, Timeline},
@@ -108,17 +108,39 @@ pub struct Snapshot {
 /// The report's [`Aggregator`] plus the view's extras, for one device and interval.
 struct IntervalSink {
     agg: Aggregator,
-    hist: FxHashMap<u32, LatencyHist>,
-    recent: FxHashMap<u32, VecDeque<RecentIo>>,
+    /// The view's extras by submitter pid: one lookup per completed bio for both.
+    extras: FxHashMap<u32, ProcessExtras>,
+}
+
+#[derive(Default)]
+struct ProcessExtras {
+    hist: LatencyHist,
+    recent: VecDeque<RecentIo>,
 }
 
 impl IntervalSink {
     fn new(opts: &Options, window: Window, state: Option<(Dev, &DeviceState)>) -> Self {
         IntervalSink {
             agg: Aggregator::starting_from(opts.clone(), window, state),
-            hist: FxHashMap::default(),
-            recent: FxHashMap::default(),
+            extras: FxHashMap::default(),
         }
+    }
+
+    /// The extras split into the snapshot's two tables.
+    #[allow(clippy::type_complexity)]
+    fn take_extras(
+        &mut self,
+    ) -> (
+        FxHashMap<u32, LatencyHist>,
+        FxHashMap<u32, VecDeque<RecentIo>>,
+    ) {
+        let mut hist = FxHashMap::default();
+        let mut recent = FxHashMap::default();
+        for (pid, e) in self.extras.drain() {
+            hist.insert(pid, e.hist);
+            recent.insert(pid, e.recent);
+        }
+        (hist, recent)
     }
 }
 
@@ -140,15 +162,14 @@ impl LifeSink for IntervalSink {
         let Some(s) = bio.submitter else {
             return;
         };
-        let h = self.hist.entry(s.pid).or_default();
-        for (stage, ns) in Stage::samples_of(bio) {
-            match stage {
-                Stage::Q2D => h.q2d[LatencyHist::bucket(ns)] += 1,
-                Stage::D2C => h.d2c[LatencyHist::bucket(ns)] += 1,
-                _ => {}
-            }
-        }
-        let r = self.recent.entry(s.pid).or_default();
+        let extras = self.extras.entry(s.pid).or_default();
+        let h = &mut extras.hist;
+        Stage::for_each_sample(bio, |stage, ns| match stage {
+            Stage::Q2D => h.q2d[LatencyHist::bucket(ns)] += 1,
+            Stage::D2C => h.d2c[LatencyHist::bucket(ns)] += 1,
+            _ => {}
+        });
+        let r = &mut extras.recent;
         if r.len() == RECENT_PER_PROCESS {
             r.pop_front();
         }
@@ -328,7 +349,10 @@ impl IntervalBuilder {
             // being attached, only set up the timeline's state.)
             self.late += 1;
         }
-        if ev.pid != self.last_pid
+        // Submitters are what the report names; they are the tasks of Q events (a D or C
+        // runs in whoever dispatched or completed it, and would only cost a lookup).
+        if ev.kind == EventKind::Queue
+            && ev.pid != self.last_pid
             && ev.pid != 0
             && let std::collections::btree_map::Entry::Vacant(e) = self.processes.entry(ev.pid)
         {
@@ -340,7 +364,9 @@ impl IntervalBuilder {
                 cgroup_path: None,
             });
         }
-        self.last_pid = ev.pid;
+        if ev.kind == EventKind::Queue {
+            self.last_pid = ev.pid;
+        }
         let mut router = Router {
             sinks: &mut self.sinks,
             opts: &self.opts,
@@ -395,13 +421,14 @@ impl IntervalBuilder {
             };
             let report = model::build(&sink.agg, &Anomalies::default(), &source);
             let state = states.get(&dev).cloned().unwrap_or_default();
+            let (hist, recent) = sink.take_extras();
             devices.push(DeviceSnapshot {
                 info,
                 report,
                 pending_now: state.pending,
                 in_driver_now: state.in_driver,
-                hist: sink.hist,
-                recent: sink.recent,
+                hist,
+                recent,
             });
         }
         self.open(window.to);
