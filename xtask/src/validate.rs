@@ -188,11 +188,17 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
             if !f.is_file() {
                 continue;
             }
-            let recorded_mb_s = |label: &str| {
+            let recorded = |label: &str| {
                 self_rows
                     .iter()
                     .find(|row| row.scenario == name && row.label == label)
-                    .map(|row| row.r.recorded.mb_per_s)
+                    .map(|row| &row.r.recorded)
+            };
+            let recorded_mb_s = |label: &str| recorded(label).map(|n| n.mb_per_s);
+            let worst_p99 = |label: &str| {
+                recorded(label)
+                    .map(|n| n.worst_p99_q2c_ms)
+                    .filter(|ms| *ms > 0.0)
             };
             let explained = whatif::explain(&trace_bin, &f)?;
             let mut checks = Vec::new();
@@ -211,6 +217,27 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                     };
                     checks.push(WhatIfCheck {
                         what_if: e.what_if.clone(),
+                        real: real.label.clone(),
+                        estimated: est,
+                        measured: fixed / base,
+                    });
+                }
+            }
+            // Latency what-ifs (slices too long): the worst process's p99 Q2C under the fix
+            // over as recorded, against the real run's worst over the recording's.
+            for e in explained
+                .findings
+                .iter()
+                .filter_map(|f| f.latency_estimate.as_ref())
+            {
+                for real in whatif::realising_runs(&planned.runs, run, &e.what_if) {
+                    let (Some(est), Some(fixed), Some(base)) =
+                        (e.factor(), worst_p99(&real.label), worst_p99(&run.label))
+                    else {
+                        continue;
+                    };
+                    checks.push(WhatIfCheck {
+                        what_if: format!("{} (p99 Q2C)", e.what_if),
                         real: real.label.clone(),
                         estimated: est,
                         measured: fixed / base,
@@ -369,6 +396,7 @@ fn print_explain(rows: &[ExplainRow<'_>]) {
     println!(
         "\nexplain: each recording's findings in rank order, and each what-if another run \
          recorded for real: estimated vs measured effect (throughput under the fix / as \
+         recorded, or for \"(p99 Q2C)\" the worst process's p99 Q2C under the fix / as \
          recorded; error = estimated/measured - 1; ! = beyond {CROSS_TARGET}%)\n"
     );
     println!(

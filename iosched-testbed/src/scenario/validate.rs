@@ -159,6 +159,8 @@ pub struct Numbers {
     pub idle_pct: f64,
     pub merge_ratio: f64,
     pub requests: u64,
+    /// The highest p99 Q2C of any process, ms (0 without processes).
+    pub worst_p99_q2c_ms: f64,
 }
 
 impl Numbers {
@@ -176,6 +178,13 @@ impl Numbers {
             },
             merge_ratio: f("merge_ratio"),
             requests: summary.get("requests").and_then(Value::as_u64).unwrap_or(0),
+            worst_p99_q2c_ms: summary
+                .get("processes")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p.get("q2c_p99_ms").and_then(Value::as_f64))
+                .fold(0.0, f64::max),
         }
     }
 }

@@ -20,6 +20,7 @@ pub struct Finding {
     pub cause: String,
     pub title: String,
     pub estimate: Option<Estimate>,
+    pub latency_estimate: Option<LatencyEstimate>,
 }
 
 #[derive(Clone, Debug)]
@@ -36,6 +37,23 @@ impl Estimate {
     /// Predicted throughput over recorded: the effect, as a factor.
     pub fn factor(&self) -> Option<f64> {
         (self.measured_mb_s > 0.0).then(|| self.predicted_mb_s / self.measured_mb_s)
+    }
+}
+
+/// A latency what-if: the highest p99 Q2C of any process, as recorded and as predicted
+/// under the fix (a real run of the fix has other pids: the worst is what compares).
+#[derive(Clone, Debug)]
+pub struct LatencyEstimate {
+    pub what_if: String,
+    pub measured_worst_p99_ms: f64,
+    pub predicted_worst_p99_ms: f64,
+}
+
+impl LatencyEstimate {
+    /// Predicted over recorded: the effect, as a factor (below 1: shorter waits).
+    pub fn factor(&self) -> Option<f64> {
+        (self.measured_worst_p99_ms > 0.0)
+            .then(|| self.predicted_worst_p99_ms / self.measured_worst_p99_ms)
     }
 }
 
@@ -70,6 +88,14 @@ fn parse(v: &Value) -> Option<Explained> {
                     what_if: text(e, "what_if"),
                     measured_mb_s: num("measured_mb_s"),
                     predicted_mb_s: num("predicted_mb_s"),
+                }
+            }),
+            latency_estimate: f.get("latency_estimate").filter(|e| !e.is_null()).map(|e| {
+                let num = |k: &str| e.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+                LatencyEstimate {
+                    what_if: text(e, "what_if"),
+                    measured_worst_p99_ms: num("measured_p99_q2c_ms"),
+                    predicted_worst_p99_ms: num("predicted_worst_p99_q2c_ms"),
                 }
             }),
         })
@@ -193,11 +219,21 @@ mod tests {
                 {"cause": "missing_merges", "title": "t", "evidence": [],
                  "estimate": {"what_if": "mq-deadline:nomerges=0", "measured_mb_s": 10.0,
                               "predicted_mb_s": 15.0, "change_pct": 50.0}},
-                {"cause": "seek_bound", "title": "s", "evidence": [], "estimate": null}
+                {"cause": "seek_bound", "title": "s", "evidence": [], "estimate": null},
+                {"cause": "slices_too_long", "title": "l", "evidence": [], "estimate": null,
+                 "latency_estimate": {"what_if": "mq-deadline", "process": "fio(7)",
+                                      "measured_p99_q2c_ms": 3000.0,
+                                      "predicted_p99_q2c_ms": 200.0,
+                                      "predicted_worst_p99_q2c_ms": 250.0}}
             ]
         });
         let e = parse(&v).unwrap();
-        assert_eq!(e.findings.len(), 2);
+        assert_eq!(e.findings.len(), 3);
+        let l = e.findings[2].latency_estimate.as_ref().unwrap();
+        assert_eq!(l.what_if, "mq-deadline");
+        // The worst process under the fix, against the worst as recorded.
+        assert_eq!(l.factor(), Some(250.0 / 3000.0));
+        assert!(e.findings[0].latency_estimate.is_none());
         let est = e.findings[0].estimate.as_ref().unwrap();
         assert_eq!(est.what_if, "mq-deadline:nomerges=0");
         assert_eq!(est.factor(), Some(1.5));

@@ -36,12 +36,29 @@ pub struct Estimate {
     pub change_pct: f64,
 }
 
+/// A latency what-if (slices too long): the worst-waiting process's p99 Q2C as recorded and
+/// as the model predicts it under the fix. Not ranked by: the findings rank by throughput.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyEstimate {
+    pub what_if: String,
+    /// The process with the highest p99 Q2C as recorded.
+    pub process: String,
+    pub measured_p99_q2c_ms: f64,
+    /// That process's p99 Q2C under the fix.
+    pub predicted_p99_q2c_ms: f64,
+    /// The highest p99 Q2C of any process under the fix: what a real run of the fix, with
+    /// other pids, can be compared with.
+    pub predicted_worst_p99_q2c_ms: f64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
     pub cause: &'static str,
     pub title: String,
     pub evidence: Vec<String>,
     pub estimate: Option<Estimate>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_estimate: Option<LatencyEstimate>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -222,6 +239,7 @@ pub fn explain(
                     ),
                     evidence,
                     estimate: Some(est),
+                    latency_estimate: None,
                 });
                 continue;
             }
@@ -273,6 +291,7 @@ pub fn explain(
                 title,
                 evidence,
                 estimate: Some(est),
+                latency_estimate: None,
             });
         }
         // Since 5.3 BFQ finds a queue's waker and injects its I/O while idling for the
@@ -302,6 +321,7 @@ pub fn explain(
                         st.comm, st.comm, e.predicted_mb_s, e.measured_mb_s, e.change_pct
                     )],
                     estimate: None,
+                    latency_estimate: None,
                 });
             }
         }
@@ -317,6 +337,12 @@ pub fn explain(
             {
                 let alt = r.run(&cfg(SchedKind::MqDeadline, &[]))?;
                 let alt_p99 = alt.summary.process(p.pid).map_or(0.0, |q| q.q2c_p99_ms);
+                let alt_worst = alt
+                    .summary
+                    .processes
+                    .iter()
+                    .map(|q| q.q2c_p99_ms)
+                    .fold(0.0, f64::max);
                 findings.push(Finding {
                     cause: "slices_too_long",
                     title: format!(
@@ -328,6 +354,13 @@ pub fn explain(
                         "model: under mq-deadline its p99 Q2C would be {alt_p99:.0} ms"
                     )],
                     estimate: None,
+                    latency_estimate: Some(LatencyEstimate {
+                        what_if: alt.config.label.clone(),
+                        process: p.name.clone(),
+                        measured_p99_q2c_ms: p.q2c_p99_ms,
+                        predicted_p99_q2c_ms: alt_p99,
+                        predicted_worst_p99_q2c_ms: alt_worst,
+                    }),
                 });
             }
         }
@@ -372,6 +405,7 @@ pub fn explain(
                     alt.summary.merge_ratio
                 )],
                 estimate: Some(e),
+                latency_estimate: None,
             });
         }
     }
@@ -396,6 +430,7 @@ pub fn explain(
                 w.service.len()
             )],
             estimate: None,
+            latency_estimate: None,
         });
     }
 
@@ -421,6 +456,7 @@ pub fn explain(
                     base.summary.mb_per_s
                 )],
                 estimate: Some(e),
+                latency_estimate: None,
             });
         }
     }
@@ -537,6 +573,7 @@ fn merges_if_deeper(
             ),
         ],
         estimate: Some(e),
+        latency_estimate: None,
     }))
 }
 
@@ -714,6 +751,7 @@ fn cfq_idling(r: &Replayer, base: &Run, recorded: &Summary) -> Result<Vec<Findin
             title,
             evidence,
             estimate: Some(est.clone()),
+            latency_estimate: None,
         });
     }
     Ok(findings)
@@ -953,6 +991,7 @@ fn throttle_finding(
         },
         evidence,
         estimate: Some(est),
+        latency_estimate: None,
     }
 }
 

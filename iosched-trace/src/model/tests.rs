@@ -747,3 +747,52 @@ fn preflush_data_bypasses_bfqs_queues_on_a_device_with_a_write_cache() {
     assert_eq!(serves_jbd2(true), 0);
     assert!(serves_jbd2(false) >= n as usize - 1);
 }
+
+/// Many closed-loop random readers under BFQ on a disk with one service time: BFQ serves
+/// them in budgets and slices, so a reader waits for others' whole slices; mq-deadline
+/// serves the readers' one request each in turn (a sector sweep over the N pending), so a
+/// request waits about N service times. explain names the slices, and its latency what-if
+/// says so for the worst reader as recorded.
+#[test]
+fn explain_finds_slices_too_long_for_many_random_readers() {
+    const N: u32 = 16;
+    const PER: u64 = 60;
+    let svc = 8e6;
+    let dev = flat_disk(svc, 100_000.0);
+    let mut w = empty_workload((0..N).map(|i| stream(100 + i, "fio", 1)).collect());
+    w.device.rotational = Some(true);
+    let mut x: u64 = 12345;
+    for s in 0..N {
+        let mut prev = None;
+        for _ in 0..PER {
+            // A fixed LCG: scattered 4 KiB reads over 1 GiB.
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let sector = (x >> 33) % (2 << 20) / 8 * 8;
+            let t = prev.map_or(Trigger::At(0), |io| Trigger::AfterCompletion {
+                io,
+                delay: 20_000,
+            });
+            prev = Some(push(&mut w, s, sector, 8, Op::Read, true, t));
+        }
+    }
+    let (_, e) = traced_and_explained(&w, &dev, SchedKind::Bfq, &[]);
+    let f = e
+        .findings
+        .iter()
+        .find(|f| f.cause == "slices_too_long")
+        .unwrap_or_else(|| panic!("{:#?}", e.findings));
+    let l = f.latency_estimate.as_ref().unwrap();
+    assert_eq!(l.what_if, "mq-deadline");
+    let n_svc_ms = f64::from(N) * svc / 1e6;
+    assert!(
+        (0.9 * n_svc_ms..1.5 * n_svc_ms).contains(&l.predicted_worst_p99_q2c_ms),
+        "{l:?}"
+    );
+    assert!(l.predicted_p99_q2c_ms <= l.predicted_worst_p99_q2c_ms);
+    assert!(
+        l.measured_p99_q2c_ms > 2.0 * l.predicted_worst_p99_q2c_ms,
+        "{l:?}"
+    );
+}
