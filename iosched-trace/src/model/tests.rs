@@ -747,3 +747,33 @@ fn preflush_data_bypasses_bfqs_queues_on_a_device_with_a_write_cache() {
     assert_eq!(serves_jbd2(true), 0);
     assert!(serves_jbd2(false) >= n as usize - 1);
 }
+
+/// A disk whose requests spend `latency` on their way to it and back: a reader that waits
+/// for each request pays it every time, readers queued behind each other do not (the
+/// interleaved `none` recordings of multi-reader show only the latter, the BFQ what-if lives
+/// on the former).
+#[test]
+fn a_queue_hides_the_latency_that_a_lone_reader_pays() {
+    const LATENCY: f64 = 80_000.0;
+    const OVERHEAD: f64 = 100_000.0;
+    let disk = DeviceModel::Rotational(super::device::RotationalModel {
+        overhead_ns: OVERHEAD,
+        ns_per_sector: 0.0,
+        positioning_ns: vec![Some(SVC - OVERHEAD); 48],
+        latency_ns: LATENCY,
+    });
+    let per_request_ns = |readers: u32| {
+        let mut w = empty_workload((0..readers).map(|p| stream(10 + p, "fio", 1)).collect());
+        push_sequential_readers(&mut w, 200, 8, 100_000_000, THINK);
+        let r = replayer(w, disk.clone());
+        let s = run(&r, "none").summary;
+        s.duration_s * 1e9 / f64::from(200 * readers)
+    };
+    // Alone: latency, overhead and think time in turn.
+    let one = per_request_ns(1);
+    let expect = LATENCY + OVERHEAD + THINK as f64;
+    assert!((one - expect).abs() / expect < 0.01, "{one} vs {expect}");
+    // Four interleaved: every request seeks, and the next one is already waiting.
+    let four = per_request_ns(4);
+    assert!((four - SVC).abs() / SVC < 0.01, "{four} vs {SVC}");
+}
