@@ -71,6 +71,10 @@ pub struct FitQuality {
     /// (sum predicted - sum observed) / sum observed: the busy time the model would give.
     pub total_error_pct: f64,
     pub notes: Vec<String>,
+    /// Nearly every request waited in the device's queue, which hides the latency
+    /// ([`RotationalModel::latency_ns`]): it could not be fitted and 0 was assumed, so what
+    /// a process served alone would see is unknown by that much per request.
+    pub latency_unseen: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -389,7 +393,7 @@ pub fn fit(
     }
     let mut notes = Vec::new();
     let service = fifo_service(samples);
-    let rot = fit_rotational(samples, &service, &mut notes);
+    let (rot, latency_unseen) = fit_rotational(samples, &service, &mut notes);
     let rotational = rotational.unwrap_or_else(|| {
         let far: Vec<f64> = rot.positioning_ns[20..].iter().flatten().copied().collect();
         !far.is_empty() && far.iter().sum::<f64>() / far.len() as f64 > 1e6
@@ -399,7 +403,8 @@ pub fn fit(
     } else {
         DeviceModel::Flash(fit_flash(samples, &mut notes))
     };
-    let quality = quality(&model, samples, &service, notes);
+    let mut quality = quality(&model, samples, &service, notes);
+    quality.latency_unseen = rotational && latency_unseen;
     Ok((model, quality))
 }
 
@@ -407,7 +412,7 @@ fn fit_rotational(
     samples: &[ServiceSample],
     service: &[Option<u64>],
     notes: &mut Vec<String>,
-) -> RotationalModel {
+) -> (RotationalModel, bool) {
     let mut head: Option<u64> = None;
     let mut contiguous: Vec<Contiguous> = Vec::new();
     let mut seeks: Vec<(u64, f64, f64)> = Vec::new();
@@ -438,6 +443,7 @@ fn fit_rotational(
     }
     // The service time proper: each request's time less the part of the latency it shows.
     let latency_ns = hidden_latency(&contiguous);
+    let latency_unseen = latency_ns.is_none() && idle_dispatches * 10 < samples.len();
     match latency_ns {
         Some(l) => notes.push(format!(
             "latency a queue hides: {:.0} µs per request (contiguous requests dispatched to an \
@@ -446,7 +452,7 @@ fn fit_rotational(
         )),
         // Nearly every request waited behind another: whatever each spends on its way to
         // the disk and back overlapped the service before it, and is unseen.
-        None if idle_dispatches * 10 < samples.len() => notes.push(format!(
+        None if latency_unseen => notes.push(format!(
             "{} of {} requests waited in the device's queue, which hides the time each spends \
              on its way to the disk and back (the host's path, a loop device's backing): that \
              latency is unseen here and 0 assumed, but a process that issues one request at \
@@ -558,12 +564,15 @@ fn fit_rotational(
     if seeks.is_empty() {
         notes.push("no non-contiguous request: seek costs assumed (8 ms)".into());
     }
-    RotationalModel {
-        overhead_ns,
-        ns_per_sector,
-        positioning_ns,
-        latency_ns: latency,
-    }
+    (
+        RotationalModel {
+            overhead_ns,
+            ns_per_sector,
+            positioning_ns,
+            latency_ns: latency,
+        },
+        latency_unseen,
+    )
 }
 
 fn fit_flash(samples: &[ServiceSample], notes: &mut Vec<String>) -> FlashModel {
@@ -670,6 +679,7 @@ fn quality(
             0.0
         },
         notes,
+        latency_unseen: false,
     }
 }
 
@@ -992,6 +1002,7 @@ mod tests {
         let samples = interleaved_readers(iosched_testbed::model::DiskParams::default(), 4);
         let (model, q) = fit(&samples, Some(true)).unwrap();
         assert_eq!(model.latency_ns(), 0);
+        assert!(q.latency_unseen);
         assert!(
             q.notes.iter().any(|n| n.contains("latency is unseen")),
             "{q:?}"
