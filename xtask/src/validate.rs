@@ -219,6 +219,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                         what_if: e.what_if.clone(),
                         real: real.label.clone(),
                         estimated: est,
+                        if_unseen_latency: e.factor_if_unseen_latency(),
                         measured: fixed / base,
                     });
                 }
@@ -240,6 +241,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                         what_if: format!("{} (p99 Q2C)", e.what_if),
                         real: real.label.clone(),
                         estimated: est,
+                        if_unseen_latency: None,
                         measured: fixed / base,
                     });
                 }
@@ -389,6 +391,9 @@ struct WhatIfCheck {
     what_if: String,
     real: String,
     estimated: f64,
+    /// The estimate had each request also taken the latency the recording hid: the other
+    /// end of its range.
+    if_unseen_latency: Option<f64>,
     measured: f64,
 }
 
@@ -403,7 +408,7 @@ fn print_explain(rows: &[ExplainRow<'_>]) {
         "{:<21} {:<20} {:<44} {:<26} {:<20} {:>7} {:>7} {:>8}",
         "scenario", "recording", "causes", "what-if", "measured by", "est. x", "meas. x", "err"
     );
-    let (mut n, mut within) = (0, 0);
+    let (mut n, mut within, mut ranged, mut range_within) = (0, 0, 0, 0);
     for row in rows {
         let causes = if row.causes.is_empty() {
             format!("none ({})", row.verdict.split(':').next().unwrap_or(""))
@@ -419,8 +424,27 @@ fn print_explain(rows: &[ExplainRow<'_>]) {
             if err.abs() <= CROSS_TARGET {
                 within += 1;
             }
+            // A range (the recording hid a latency): the error of its nearest point.
+            let range = c.if_unseen_latency.map(|other| {
+                let (lo, hi) = (other.min(c.estimated), other.max(c.estimated));
+                let nearest = c.measured.clamp(lo, hi);
+                (lo, hi, validate::rel_err_pct(nearest, c.measured))
+            });
+            let range_text = match range {
+                Some((lo, hi, range_err)) => {
+                    ranged += 1;
+                    if range_err.abs() <= CROSS_TARGET {
+                        range_within += 1;
+                    }
+                    format!(
+                        "   range x{lo:.2}..x{hi:.2}: {range_err:>+4.0}%{}",
+                        mark(range_err, CROSS_TARGET)
+                    )
+                }
+                None => String::new(),
+            };
             println!(
-                "{:<21} {:<20} {:<44} {:<26} {:<20} {:>7.2} {:>7.2} {:>+6.0}%{}",
+                "{:<21} {:<20} {:<44} {:<26} {:<20} {:>7.2} {:>7.2} {:>+6.0}%{}{range_text}",
                 row.scenario,
                 row.label,
                 causes,
@@ -434,6 +458,12 @@ fn print_explain(rows: &[ExplainRow<'_>]) {
         }
     }
     println!("\n{within} of {n} recorded what-ifs estimated within {CROSS_TARGET}%");
+    if ranged > 0 {
+        println!(
+            "{range_within} of the {ranged} given as a range (the recording hid each request's \
+             latency) within {CROSS_TARGET}% of it"
+        );
+    }
 }
 
 /// A scratch directory for recordings nobody asked to keep, removed on drop.

@@ -267,6 +267,8 @@ pub fn sequential_and_seeking(sequential: &Value, seeking: &Value) -> Option<Val
         "overhead_ns": seq_overhead,
         "ns_per_sector": ns_per_sector,
         "positioning_ns": positioning,
+        // The latency a queue hides is the host's, not the seeks': the sequential fit's.
+        "latency_ns": num(sequential, "latency_ns").unwrap_or(0.0),
     }))
 }
 

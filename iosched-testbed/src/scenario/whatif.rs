@@ -31,12 +31,21 @@ pub struct Estimate {
     /// processes, or the device), MB/s.
     pub measured_mb_s: f64,
     pub predicted_mb_s: f64,
+    /// The prediction had each request also taken the latency the recording hid (every
+    /// request queued): the other end of the estimate's range, when explain gives one.
+    pub if_unseen_latency_mb_s: Option<f64>,
 }
 
 impl Estimate {
     /// Predicted throughput over recorded: the effect, as a factor.
     pub fn factor(&self) -> Option<f64> {
         (self.measured_mb_s > 0.0).then(|| self.predicted_mb_s / self.measured_mb_s)
+    }
+
+    /// The other end of the range, as a factor ([`Estimate::if_unseen_latency_mb_s`]).
+    pub fn factor_if_unseen_latency(&self) -> Option<f64> {
+        let other = self.if_unseen_latency_mb_s?;
+        (self.measured_mb_s > 0.0).then(|| other / self.measured_mb_s)
     }
 }
 
@@ -88,6 +97,10 @@ fn parse(v: &Value) -> Option<Explained> {
                     what_if: text(e, "what_if"),
                     measured_mb_s: num("measured_mb_s"),
                     predicted_mb_s: num("predicted_mb_s"),
+                    if_unseen_latency_mb_s: e
+                        .get("if_unseen_latency")
+                        .and_then(|l| l.get("predicted_mb_s"))
+                        .and_then(Value::as_f64),
                 }
             }),
             latency_estimate: f.get("latency_estimate").filter(|e| !e.is_null()).map(|e| {
@@ -237,6 +250,7 @@ mod tests {
         let est = e.findings[0].estimate.as_ref().unwrap();
         assert_eq!(est.what_if, "mq-deadline:nomerges=0");
         assert_eq!(est.factor(), Some(1.5));
+        assert_eq!(est.factor_if_unseen_latency(), None);
         assert!(e.findings[1].estimate.is_none());
         assert!(parse(&serde_json::json!({"verdict": "x"})).is_none());
     }

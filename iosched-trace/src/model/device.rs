@@ -3,13 +3,17 @@
 //!
 //! - Rotational: one actuator, requests served one at a time in issue order;
 //!   `overhead + positioning(distance) + sectors x transfer`, positioning 0 when a request
-//!   starts where the previous one ended. Positioning is a table over log2 distance bins
+//!   starts where the previous one ended. Before that, each request spends `latency` on its
+//!   way to the disk and back (the host's driver path, a loop device's backing file, a
+//!   transport): a request queued behind another covers it while the other is served, one
+//!   dispatched to an idle disk pays it in full. Positioning is a table over log2 distance bins
 //!   (Disk Mimic, Popovici et al., USENIX ATC'03): it needs no geometry and follows whatever
 //!   seek curve and rotation the disk has.
 //! - Non-rotational: `latency + sectors x transfer` on `parallelism` independent servers.
 //!
 //! Fitting uses service times, not D2C: on a device that serves in issue order a request's
-//! service is `C - max(D, previous C)`, so queued requests count too.
+//! service is `C - max(D, previous C)`, so queued requests count too. The latency shows as
+//! the difference between requests of one kind dispatched to an idle device and queued ones.
 //!
 //! Owns: service times and their fit. Must not: know about schedulers.
 
@@ -41,6 +45,12 @@ pub struct RotationalModel {
     /// Positioning time by floor(log2(distance in sectors)); `None` where the trace had no
     /// sample (filled from neighbours at use).
     pub positioning_ns: Vec<Option<f64>>,
+    /// Time from dispatch until the disk can start the request, and from its end to the
+    /// completion, which a queued request overlaps with the one before it (so it costs no
+    /// throughput under a queue, but every request of a process that waits for its previous
+    /// one pays it). 0 in profiles that predate it.
+    #[serde(default)]
+    pub latency_ns: f64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -61,6 +71,10 @@ pub struct FitQuality {
     /// (sum predicted - sum observed) / sum observed: the busy time the model would give.
     pub total_error_pct: f64,
     pub notes: Vec<String>,
+    /// Nearly every request waited in the device's queue, which hides the latency
+    /// ([`RotationalModel::latency_ns`]): it could not be fitted and 0 was assumed, so what
+    /// a process served alone would see is unknown by that much per request.
+    pub latency_unseen: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -90,6 +104,15 @@ impl DeviceModel {
 
     pub fn rotational(&self) -> bool {
         !matches!(self, DeviceModel::Flash(_))
+    }
+
+    /// How long after its dispatch a request can start being served at the earliest
+    /// ([`RotationalModel::latency_ns`]).
+    pub fn latency_ns(&self) -> u64 {
+        match self {
+            DeviceModel::Rotational(m) => m.latency_ns.max(0.0) as u64,
+            _ => 0,
+        }
     }
 
     /// Service time of a request at `sector` after one that ended at `head`.
@@ -164,8 +187,10 @@ impl DeviceModel {
                 }
             }
             DeviceModel::Rotational(r) => {
-                if !(r.overhead_ns >= 0.0 && r.ns_per_sector >= 0.0) {
-                    return Err(err("overhead_ns and ns_per_sector must be >= 0".into()));
+                if !(r.overhead_ns >= 0.0 && r.ns_per_sector >= 0.0 && r.latency_ns >= 0.0) {
+                    return Err(err(
+                        "overhead_ns, ns_per_sector and latency_ns must be >= 0".into(),
+                    ));
                 }
             }
         }
@@ -205,16 +230,86 @@ impl RotationalModel {
 /// its issue and the previous completion, to its completion. `None` where completions came
 /// out of issue order (the device reordered: not a FIFO server).
 fn fifo_service(samples: &[ServiceSample]) -> Vec<Option<u64>> {
+    samples
+        .iter()
+        .zip(previous_completions(samples))
+        .map(|(s, prev_c)| {
+            let start = s.d.max(prev_c);
+            (s.c >= prev_c && s.c >= start).then(|| s.c - start)
+        })
+        .collect()
+}
+
+/// The latest completion, in issue order, before each sample: a sample dispatched after it
+/// found the device idle.
+fn previous_completions(samples: &[ServiceSample]) -> Vec<u64> {
     let mut prev_c = 0u64;
     samples
         .iter()
         .map(|s| {
-            let start = s.d.max(prev_c);
-            let out = (s.c >= prev_c && s.c >= start).then(|| s.c - start);
+            let before = prev_c;
             prev_c = prev_c.max(s.c);
-            out
+            before
         })
         .collect()
+}
+
+/// The part of a `latency` that a request dispatched at `d`, behind a completion at
+/// `prev_c`, shows in its service time (`C - max(D, prev_c)`): all of it when the device
+/// was idle, none when the request waited longer than the latency, the rest in between.
+fn shown_latency(latency: f64, d: u64, prev_c: u64) -> f64 {
+    let (d, prev_c) = (d as f64, prev_c as f64);
+    (d + latency).max(prev_c) - d.max(prev_c)
+}
+
+/// Contiguous requests of each kind (dispatched to an idle device, queued behind another)
+/// needed to tell the latency a queue hides from the service itself.
+const MIN_PER_KIND: usize = MIN_CONTIGUOUS;
+
+/// A contiguous request: its size, service time, dispatch and the completion before it.
+#[derive(Clone, Copy)]
+struct Contiguous {
+    sectors: f64,
+    t: f64,
+    d: u64,
+    prev_c: u64,
+}
+
+/// The latency a queue hides ([`RotationalModel::latency_ns`]): contiguous requests
+/// dispatched to an idle device took it on top of what the same size took queued behind
+/// another (whose way to the disk overlapped the service before it). Per size, mean against
+/// mean (throughput is a sum of service times), weighted by the idle ones. `None` unless
+/// both kinds were seen, [`MIN_PER_KIND`] each.
+fn hidden_latency(seq: &[Contiguous]) -> Option<f64> {
+    // First pass: queued = dispatched before the previous completion. Some of those
+    // arrived less than a latency before it and show part of it; the second pass leaves
+    // them out.
+    let mut latency = 0.0;
+    for _ in 0..2 {
+        let mut by_size: std::collections::BTreeMap<u64, (Vec<f64>, Vec<f64>)> = Default::default();
+        for c in seq {
+            let e = by_size.entry(c.sectors as u64).or_default();
+            if c.d >= c.prev_c {
+                e.0.push(c.t);
+            } else if shown_latency(latency, c.d, c.prev_c) == 0.0 {
+                e.1.push(c.t);
+            }
+        }
+        let (mut sum, mut weight, mut idle, mut queued) = (0.0, 0.0, 0, 0);
+        for (idle_t, queued_t) in by_size.values() {
+            idle += idle_t.len();
+            queued += queued_t.len();
+            if let (Some(i), Some(q)) = (mean(idle_t), mean(queued_t)) {
+                sum += (i - q) * idle_t.len() as f64;
+                weight += idle_t.len() as f64;
+            }
+        }
+        if idle < MIN_PER_KIND || queued < MIN_PER_KIND || weight == 0.0 {
+            return None;
+        }
+        latency = (sum / weight).max(0.0);
+    }
+    Some(latency)
 }
 
 /// A rotational disk's fixed cost per request (command processing, controller), assumed when
@@ -298,7 +393,7 @@ pub fn fit(
     }
     let mut notes = Vec::new();
     let service = fifo_service(samples);
-    let rot = fit_rotational(samples, &service, &mut notes);
+    let (rot, latency_unseen) = fit_rotational(samples, &service, &mut notes);
     let rotational = rotational.unwrap_or_else(|| {
         let far: Vec<f64> = rot.positioning_ns[20..].iter().flatten().copied().collect();
         !far.is_empty() && far.iter().sum::<f64>() / far.len() as f64 > 1e6
@@ -308,7 +403,8 @@ pub fn fit(
     } else {
         DeviceModel::Flash(fit_flash(samples, &mut notes))
     };
-    let quality = quality(&model, samples, &service, notes);
+    let mut quality = quality(&model, samples, &service, notes);
+    quality.latency_unseen = rotational && latency_unseen;
     Ok((model, quality))
 }
 
@@ -316,21 +412,64 @@ fn fit_rotational(
     samples: &[ServiceSample],
     service: &[Option<u64>],
     notes: &mut Vec<String>,
-) -> RotationalModel {
+) -> (RotationalModel, bool) {
     let mut head: Option<u64> = None;
-    let mut seq: Vec<(f64, f64)> = Vec::new();
+    let mut contiguous: Vec<Contiguous> = Vec::new();
     let mut seeks: Vec<(u64, f64, f64)> = Vec::new();
-    for (s, svc) in samples.iter().zip(service) {
+    let prev = previous_completions(samples);
+    // Seeks' dispatch and previous completion, to take the latency out of them below.
+    let mut seek_at: Vec<(u64, u64)> = Vec::new();
+    let mut idle_dispatches = 0usize;
+    for ((s, svc), prev_c) in samples.iter().zip(service).zip(&prev) {
         if let Some(svc) = svc {
+            idle_dispatches += usize::from(s.d >= *prev_c);
             match head {
-                Some(h) if h == s.sector => seq.push((f64::from(s.sectors), *svc as f64)),
-                Some(h) => seeks.push((s.sector.abs_diff(h), f64::from(s.sectors), *svc as f64)),
+                Some(h) if h == s.sector => contiguous.push(Contiguous {
+                    sectors: f64::from(s.sectors),
+                    t: *svc as f64,
+                    d: s.d,
+                    prev_c: *prev_c,
+                }),
+                Some(h) => {
+                    seeks.push((s.sector.abs_diff(h), f64::from(s.sectors), *svc as f64));
+                    seek_at.push((s.d, *prev_c));
+                }
                 None => {}
             }
         }
         if s.sectors > 0 {
             head = Some(s.sector + u64::from(s.sectors));
         }
+    }
+    // The service time proper: each request's time less the part of the latency it shows.
+    let latency_ns = hidden_latency(&contiguous);
+    let latency_unseen = latency_ns.is_none() && idle_dispatches * 10 < samples.len();
+    match latency_ns {
+        Some(l) => notes.push(format!(
+            "latency a queue hides: {:.0} µs per request (contiguous requests dispatched to an \
+             idle device against queued ones)",
+            l / 1e3
+        )),
+        // Nearly every request waited behind another: whatever each spends on its way to
+        // the disk and back overlapped the service before it, and is unseen.
+        None if latency_unseen => notes.push(format!(
+            "{} of {} requests waited in the device's queue, which hides the time each spends \
+             on its way to the disk and back (the host's path, a loop device's backing): that \
+             latency is unseen here and 0 assumed, but a process that issues one request at \
+             a time (under a scheduler that serves it alone) pays it on every request; give \
+             --device-profile with latency_ns",
+            samples.len() - idle_dispatches,
+            samples.len()
+        )),
+        None => {}
+    }
+    let latency = latency_ns.unwrap_or(0.0);
+    let mut seq: Vec<(f64, f64)> = contiguous
+        .iter()
+        .map(|c| (c.sectors, c.t - shown_latency(latency, c.d, c.prev_c)))
+        .collect();
+    for ((_, _, t), (d, prev_c)) in seeks.iter_mut().zip(&seek_at) {
+        *t -= shown_latency(latency, *d, *prev_c);
     }
     // Transfer and overhead from contiguous requests; default to a 120 MB/s disk when
     // their sizes do not vary (the slope is then unknowable).
@@ -425,11 +564,15 @@ fn fit_rotational(
     if seeks.is_empty() {
         notes.push("no non-contiguous request: seek costs assumed (8 ms)".into());
     }
-    RotationalModel {
-        overhead_ns,
-        ns_per_sector,
-        positioning_ns,
-    }
+    (
+        RotationalModel {
+            overhead_ns,
+            ns_per_sector,
+            positioning_ns,
+            latency_ns: latency,
+        },
+        latency_unseen,
+    )
 }
 
 fn fit_flash(samples: &[ServiceSample], notes: &mut Vec<String>) -> FlashModel {
@@ -481,7 +624,9 @@ fn quality(
 ) -> FitQuality {
     let mut head = None;
     let mut pairs: Vec<(f64, f64)> = Vec::new();
-    for (s, svc) in samples.iter().zip(service) {
+    let latency = model.latency_ns() as f64;
+    let prev = previous_completions(samples);
+    for ((s, svc), prev_c) in samples.iter().zip(service).zip(prev) {
         let observed = match model {
             DeviceModel::Flash(_) => Some((s.c - s.d) as f64),
             _ => svc.map(|v| v as f64),
@@ -492,7 +637,10 @@ fn quality(
                     model.service_ns(h, s.sector, s.sectors) as f64
                         * (f64::from(s.depth_at_d) / f64::from(f.parallelism)).max(1.0)
                 }
-                _ => model.service_ns(h, s.sector, s.sectors) as f64,
+                _ => {
+                    model.service_ns(h, s.sector, s.sectors) as f64
+                        + shown_latency(latency, s.d, prev_c)
+                }
             };
             pairs.push((pred, obs));
         }
@@ -531,6 +679,7 @@ fn quality(
             0.0
         },
         notes,
+        latency_unseen: false,
     }
 }
 
@@ -784,6 +933,80 @@ mod tests {
             panic!("rotational expected")
         };
         assert_eq!(m.overhead_ns, ASSUMED_OVERHEAD_NS, "{q:?}");
+    }
+
+    /// A disk with 100 µs of overhead, 34 µs per 4 KiB and 80 µs of latency on the way to it
+    /// and back, which a queued request overlaps with the one before it: bursts of eight
+    /// contiguous requests issued at once (queued), then eight issued one at a time after
+    /// each completion (each finds the disk idle), with a seek between runs. The fit must
+    /// give the three back: a model without the latency, fitted on the mean, makes the
+    /// lone requests too cheap and the queued ones too dear.
+    #[test]
+    fn the_latency_a_queue_hides_is_fitted_from_idle_and_queued_requests() {
+        const LATENCY: u64 = 80_000;
+        let (over, per) = (100_000.0, 512.0 / 120e6 * 1e9);
+        let occupancy = |seek: bool| (over + 8.0 * per + if seek { 6e6 } else { 0.0 }) as u64;
+        let mut samples = Vec::new();
+        let (mut now, mut prev_c, mut sector) = (0u64, 0u64, 0u64);
+        let mut serve = |d: u64, sector: u64, seek: bool, samples: &mut Vec<ServiceSample>| {
+            let c = (d + LATENCY).max(prev_c) + occupancy(seek);
+            prev_c = c;
+            samples.push(ServiceSample {
+                d,
+                c,
+                sector,
+                sectors: 8,
+                write: false,
+                depth_at_d: 1,
+            });
+            c
+        };
+        for run in 0..60u64 {
+            sector += 1 << 20;
+            let mut last = now;
+            for k in 0..8u64 {
+                if run % 2 == 0 {
+                    // All eight dispatched at once.
+                    last = serve(now + k, sector, k == 0, &mut samples);
+                } else {
+                    last = serve(now, sector, k == 0, &mut samples);
+                    now = last + 20_000;
+                }
+                sector += 8;
+            }
+            now = last + 20_000;
+        }
+        let (model, q) = fit(&samples, Some(true)).unwrap();
+        let DeviceModel::Rotational(m) = &model else {
+            panic!("rotational expected")
+        };
+        assert!((m.latency_ns - LATENCY as f64).abs() < 1_000.0, "{m:?}");
+        assert!((m.overhead_ns - over).abs() < 1_000.0, "{m:?}");
+        let contiguous = model.service_ns(8, 8, 8) as f64;
+        assert!(
+            (contiguous - (over + 8.0 * per)).abs() < 1_000.0,
+            "{contiguous}"
+        );
+        assert!(q.total_error_pct.abs() < 1.0, "{q:?}");
+        assert!(q.mean_abs_error_pct < 1.0, "{q:?}");
+        assert!(
+            q.notes.iter().any(|n| n.contains("latency a queue hides")),
+            "{q:?}"
+        );
+    }
+
+    /// Interleaved readers: every request but the first waits in the queue, so the latency
+    /// is unseen, and the fit says so instead of guessing.
+    #[test]
+    fn a_trace_where_every_request_queued_says_its_latency_is_unseen() {
+        let samples = interleaved_readers(iosched_testbed::model::DiskParams::default(), 4);
+        let (model, q) = fit(&samples, Some(true)).unwrap();
+        assert_eq!(model.latency_ns(), 0);
+        assert!(q.latency_unseen);
+        assert!(
+            q.notes.iter().any(|n| n.contains("latency is unseen")),
+            "{q:?}"
+        );
     }
 
     /// A distance bin with two seeks, both slow (each waited behind a request the device

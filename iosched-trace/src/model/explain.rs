@@ -34,6 +34,11 @@ pub struct Estimate {
     pub measured_mb_s: f64,
     pub predicted_mb_s: f64,
     pub change_pct: f64,
+    /// The same what-if had each request also taken a latency that the recording could not
+    /// show ([`super::device::FitQuality::latency_unseen`]): the other end of the range the
+    /// estimate may lie in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub if_unseen_latency: Option<IfLatency>,
 }
 
 /// A latency what-if (slices too long): the worst-waiting process's p99 Q2C as recorded and
@@ -50,6 +55,19 @@ pub struct LatencyEstimate {
     /// other pids, can be compared with.
     pub predicted_worst_p99_q2c_ms: f64,
 }
+
+#[derive(Clone, Debug, Serialize)]
+pub struct IfLatency {
+    pub latency_ns: f64,
+    pub predicted_mb_s: f64,
+    pub change_pct: f64,
+}
+
+/// The latency assumed for the other end of an estimate's range when the recording hid it:
+/// the scale of one request's way through a host's driver, transport and interrupt and
+/// back, as the command overhead assumed beside it (a loop device's backing file, a VM's
+/// virtual disk or a USB bridge take as much or more, a bare SATA port less).
+pub const UNSEEN_LATENCY_NS: f64 = super::device::ASSUMED_OVERHEAD_NS;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
@@ -125,6 +143,22 @@ fn estimate(what_if: &Run, base: &Run, recorded: &Summary, pids: &[u32]) -> Esti
         measured_mb_s: measured,
         predicted_mb_s: measured * ratio,
         change_pct: 100.0 * (ratio - 1.0),
+        if_unseen_latency: None,
+    }
+}
+
+/// `r`'s rotational device with [`UNSEEN_LATENCY_NS`] of latency, when the fit could not see
+/// it: a what-if that serves processes one request at a time (where every request pays it)
+/// from a recording where every request queued (where none showed it) depends on it.
+fn with_unseen_latency(r: &Replayer) -> Option<Replayer> {
+    let unseen = r.fit.as_ref().is_some_and(|q| q.latency_unseen);
+    match &r.device {
+        super::device::DeviceModel::Rotational(m) if unseen && m.latency_ns == 0.0 => {
+            let mut m = m.clone();
+            m.latency_ns = UNSEEN_LATENCY_NS;
+            Some(r.on_device(super::device::DeviceModel::Rotational(m)))
+        }
+        _ => None,
     }
 }
 
@@ -435,26 +469,57 @@ pub fn explain(
     }
 
     // Other schedulers.
+    let latency_what_if = with_unseen_latency(r);
     for alt in SchedKind::ALL {
         if alt == base_cfg.sched {
             continue;
         }
         let run = r.run(&cfg(alt, &[]))?;
-        let e = estimate(&run, &base, recorded, &[]);
+        let mut e = estimate(&run, &base, recorded, &[]);
         if e.change_pct >= 25.0 && !findings.iter().any(|f| f.cause == "other_scheduler") {
+            let mut evidence = vec![format!(
+                "model: {:.2} MB/s under {} vs {:.2} MB/s as recorded",
+                run.summary.mb_per_s,
+                alt.name(),
+                base.summary.mb_per_s
+            )];
+            if let Some(lr) = &latency_what_if {
+                let (lb, la) = (lr.run(&base_cfg)?, lr.run(&cfg(alt, &[]))?);
+                let le = estimate(&la, &lb, recorded, &[]);
+                evidence.push(format!(
+                    "device fit: every request of the recording waited in the queue, which \
+                     hides the time each spends on its way to the disk and back; with {:.2} ms \
+                     of it per request, paid wherever {} serves a process alone: {:.3} MB/s \
+                     ({:+.0}%)",
+                    UNSEEN_LATENCY_NS / 1e6,
+                    alt.name(),
+                    le.predicted_mb_s,
+                    le.change_pct
+                ));
+                e.if_unseen_latency = Some(IfLatency {
+                    latency_ns: UNSEEN_LATENCY_NS,
+                    predicted_mb_s: le.predicted_mb_s,
+                    change_pct: le.change_pct,
+                });
+            }
             findings.push(Finding {
                 cause: "other_scheduler",
-                title: format!(
-                    "{} would move this workload {:.0}% faster",
-                    alt.name(),
-                    e.change_pct
-                ),
-                evidence: vec![format!(
-                    "model: {:.2} MB/s under {} vs {:.2} MB/s as recorded",
-                    run.summary.mb_per_s,
-                    alt.name(),
-                    base.summary.mb_per_s
-                )],
+                title: match &e.if_unseen_latency {
+                    Some(l) => format!(
+                        "{} would move this workload {:.0}% to {:.0}% faster (the more, the \
+                         less time each request spends on its way to the disk: the recording \
+                         hid it)",
+                        alt.name(),
+                        l.change_pct.min(e.change_pct),
+                        l.change_pct.max(e.change_pct)
+                    ),
+                    None => format!(
+                        "{} would move this workload {:.0}% faster",
+                        alt.name(),
+                        e.change_pct
+                    ),
+                },
+                evidence,
                 estimate: Some(e),
                 latency_estimate: None,
             });

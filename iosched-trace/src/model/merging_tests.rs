@@ -37,6 +37,7 @@ fn disk() -> DeviceModel {
         overhead_ns: OVERHEAD_NS,
         ns_per_sector: NS_PER_SECTOR,
         positioning_ns: vec![Some(5_000_000.0); 48],
+        latency_ns: 0.0,
     })
 }
 

@@ -346,6 +346,24 @@ impl Replayer {
         })
     }
 
+    /// The same workload on another device model (a what-if on the device itself).
+    pub fn on_device(&self, device: DeviceModel) -> Replayer {
+        let env = SchedEnv {
+            rotational: device.rotational(),
+            peak_sectors_per_sec: device.peak_sectors_per_sec(),
+            ..self.env.clone()
+        };
+        Replayer {
+            workload: self.workload.clone(),
+            device,
+            fit: None,
+            env,
+            recorded_scheduler: self.recorded_scheduler.clone(),
+            notes: self.notes.clone(),
+            recorded_requests: self.recorded_requests.clone(),
+        }
+    }
+
     /// The recorded scheduler as a configuration with its recorded tunables (and the
     /// queue's, [`Replayer::effective_settings`]).
     pub fn recorded_config(&self) -> Option<Config> {

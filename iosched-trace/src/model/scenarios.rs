@@ -25,6 +25,7 @@ pub fn flat_disk(svc_ns: f64, overhead_ns: f64) -> DeviceModel {
         overhead_ns,
         ns_per_sector: 0.0,
         positioning_ns: vec![Some(svc_ns - overhead_ns); 48],
+        latency_ns: 0.0,
     })
 }
 

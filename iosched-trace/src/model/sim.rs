@@ -876,7 +876,9 @@ impl<'a> Sim<'a> {
             .enumerate()
             .min_by_key(|(_, f)| *f)
             .expect("at least one server");
-        let start = free.max(self.now);
+        // A queued request's way to the disk overlaps the service before it; an idle disk
+        // waits for it.
+        let start = free.max(self.now + self.dev.latency_ns());
         let svc = if sectors == 0 {
             0
         } else {
