@@ -70,7 +70,8 @@ pub fn workload_lines(r: &Replayer) -> Vec<String> {
                 let _ = write!(
                     line,
                     " (slept for a free request before {} of them: held back by the queue, \
-                     its own depth is larger; --set iodepth=N replays it at N)",
+                     its own depth is larger; replayed with as many in flight as the \
+                     configuration has requests, nr_requests; --set iodepth=N replays it at N)",
                     s.slept_for_request
                 );
             }

@@ -42,8 +42,9 @@ pub struct SimConfig {
     pub max_requests: u32,
     /// 0: all merges; 1: plug merges only; 2: none.
     pub nomerges: u8,
-    /// Most bios a process with several in flight keeps in flight, instead of the recorded
-    /// maximum (which is only a lower bound for a process that slept for requests).
+    /// Most bios a process with several in flight keeps in flight, instead of
+    /// [`super::workload::Stream::replay_window`] (its recorded maximum, or for a process
+    /// the queue held back, at least the requests of this configuration).
     pub iodepth: Option<u32>,
     pub max_sectors: u32,
     /// Writeback throttling: at most this many requests of wbt-tracked bios (buffered
@@ -298,7 +299,10 @@ pub fn run(
             .streams
             .iter()
             .map(|s| match s.kind {
-                StreamKind::Windowed => cfg.iodepth.unwrap_or(s.max_in_flight).max(1),
+                StreamKind::Windowed => cfg
+                    .iodepth
+                    .unwrap_or_else(|| s.replay_window(cfg.max_requests))
+                    .max(1),
                 _ => u32::MAX,
             })
             .collect(),
