@@ -59,18 +59,28 @@ pub fn workload_lines(r: &Replayer) -> Vec<String> {
                 StreamKind::Windowed => "several in flight",
                 StreamKind::OpenLoop => "open loop",
             };
+            // A process with several in flight has a think time only where its I/O drained
+            // (a pause), which is no pace of its own: say how often.
+            let think = match (s.kind, s.think_samples) {
+                (StreamKind::Windowed, 0) => String::new(),
+                (StreamKind::Windowed, n) => format!(
+                    ", think {:.2} ms after the {n} time(s) it had nothing in flight",
+                    s.think_mean_ns / 1e6
+                ),
+                _ => format!(", think {:.2} ms", s.think_mean_ns / 1e6),
+            };
             let mut line = format!(
-                "  {}: {} I/Os, {kind}, up to {} in flight, think {:.2} ms",
+                "  {}: {} I/Os, {kind}, up to {} in flight{think}",
                 w.stream_name(i as u32),
                 s.ios,
                 s.max_in_flight,
-                s.think_mean_ns / 1e6
             );
             if s.tag_bound() {
                 let _ = write!(
                     line,
                     " (slept for a free request before {} of them: held back by the queue, \
-                     its own depth is larger; --set iodepth=N replays it at N)",
+                     its own depth is larger; replayed with as many in flight as the \
+                     configuration has requests, nr_requests; --set iodepth=N replays it at N)",
                     s.slept_for_request
                 );
             }

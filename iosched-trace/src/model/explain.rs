@@ -600,7 +600,13 @@ fn merges_if_deeper(
 ) -> Result<Option<Finding>, ReplayError> {
     let tags = r.recorded_depth();
     let nr_requests = 2 * tags.min(128);
-    let measured = r.run(&cfg(SchedKind::MqDeadline, &[("nomerges", "0")]))?;
+    let seen = st.max_in_flight.to_string();
+    let measured = r.run(&cfg(
+        SchedKind::MqDeadline,
+        &[("nomerges", "0"), ("iodepth", seen.as_str())],
+    ))?;
+    // What a replay does by default ([`super::workload::Stream::replay_window`]), made
+    // explicit so that the finding says which depth it assumed.
     let depth = nr_requests.to_string();
     let deeper = r.run(&cfg(
         SchedKind::MqDeadline,

@@ -39,6 +39,7 @@ pub fn stream(pid: u32, comm: &str, cgroup: u64) -> Stream {
         kind: StreamKind::ClosedLoop,
         depends_on: Vec::new(),
         think_mean_ns: 0.0,
+        think_samples: 0,
         max_in_flight: 1,
         last_io: 0,
         slept_for_request: 0,

@@ -42,8 +42,9 @@ pub struct SimConfig {
     pub max_requests: u32,
     /// 0: all merges; 1: plug merges only; 2: none.
     pub nomerges: u8,
-    /// Most bios a process with several in flight keeps in flight, instead of the recorded
-    /// maximum (which is only a lower bound for a process that slept for requests).
+    /// Most bios a process with several in flight keeps in flight, instead of
+    /// [`super::workload::Stream::replay_window`] (its recorded maximum, or for a process
+    /// the queue held back, at least the requests of this configuration).
     pub iodepth: Option<u32>,
     pub max_sectors: u32,
     /// Writeback throttling: at most this many requests of wbt-tracked bios (buffered
@@ -298,7 +299,10 @@ pub fn run(
             .streams
             .iter()
             .map(|s| match s.kind {
-                StreamKind::Windowed => cfg.iodepth.unwrap_or(s.max_in_flight).max(1),
+                StreamKind::Windowed => cfg
+                    .iodepth
+                    .unwrap_or_else(|| s.replay_window(cfg.max_requests))
+                    .max(1),
                 _ => u32::MAX,
             })
             .collect(),
@@ -518,7 +522,7 @@ impl<'a> Sim<'a> {
                 self.wbt_block(i, true);
                 return;
             }
-            if self.live_requests >= self.cfg.max_requests {
+            if self.no_request_for(i) {
                 self.flush_plug(s);
                 self.block(i, true);
                 return;
@@ -583,7 +587,7 @@ impl<'a> Sim<'a> {
             let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
             let merged = data && self.try_merge(i);
             if !merged {
-                if self.live_requests >= self.cfg.max_requests {
+                if self.no_request_for(i) {
                     break;
                 }
                 let rq = self.new_rq(i);
@@ -635,7 +639,7 @@ impl<'a> Sim<'a> {
             let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
             let merged = data && self.try_merge(i);
             if !merged {
-                if self.wbt_holds(i) || self.live_requests >= self.cfg.max_requests {
+                if self.wbt_holds(i) || self.no_request_for(i) {
                     break;
                 }
                 self.wbt_waits.push(self.now - self.queued[i as usize]);
@@ -649,6 +653,17 @@ impl<'a> Sim<'a> {
             self.blocked_of[s] -= 1;
             self.submitted(i);
         }
+    }
+
+    /// Bio `i` finds no request it may take: all the queue's are allocated, or as many as
+    /// the scheduler lets a bio of its kind find allocated ([`Scheduler::request_limit`]).
+    fn no_request_for(&self, i: u32) -> bool {
+        let io = &self.w.ios[i as usize];
+        let limit = self
+            .sched
+            .request_limit(self.cfg.max_requests, io.op, io.sync)
+            .min(self.cfg.max_requests);
+        self.live_requests >= limit
     }
 
     fn new_rq(&mut self, i: u32) -> RqId {

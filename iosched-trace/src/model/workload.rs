@@ -104,6 +104,11 @@ pub struct Stream {
     pub depends_on: Vec<(u32, u32)>,
     /// Mean think time of its closed-loop I/O (own or other's completion -> next Q), ns.
     pub think_mean_ns: f64,
+    /// Its Qs that mean is over: those issued with nothing of its own in flight. For a
+    /// process with several in flight, only its rare pauses long enough for its I/O to
+    /// drain (one on the test bed's BFQ run of seed 002: 3.3 ms in 3 s), not its pace.
+    #[serde(default)]
+    pub think_samples: u32,
     /// Most bios it had in flight at once.
     pub max_in_flight: u32,
     /// Index of its last bio: after it the process does no more I/O (BFQ does not idle for
@@ -140,7 +145,37 @@ impl Stream {
     /// submits several bios without sleeping, so its share of bios that slept can be
     /// small): its depth is unknown beyond `max_in_flight`.
     pub fn tag_bound(&self) -> bool {
-        self.kind == StreamKind::Windowed && 2 * self.slept_ns >= self.span_ns && self.span_ns > 0
+        self.kind == StreamKind::Windowed && self.asleep_most_of_its_run()
+    }
+
+    /// Its bios spent at least half its span asleep for a request.
+    fn asleep_most_of_its_run(&self) -> bool {
+        2 * self.slept_ns >= self.span_ns && self.span_ns > 0
+    }
+
+    /// Most bios it keeps in flight in a replay whose queue lets `requests` requests exist
+    /// (`nr_requests`; under `none`, the driver tags), unless the configuration sets
+    /// `iodepth`.
+    ///
+    /// A process held back by the queue ([`Stream::tag_bound`]) had more bios ready than
+    /// the recorded queue let through, and the trace cannot say how many: only that it kept
+    /// every request busy and one more bio asleep for the next. It is replayed as deep as
+    /// the queue it is given: one bio per request (`requests`; under `none` the recorded
+    /// maximum, the tags and the one asleep, stays), the least depth with which it would
+    /// still fill that queue where nothing merges. Replaying it at its recorded maximum (the
+    /// lower bound) instead predicts that under an elevator nothing merges, whatever its
+    /// depth: with `D` driver tags and `D + 1` bios, one bio at a time waits in the
+    /// scheduler, so seed 002 recorded under `none` (fio iodepth 256, 128 tags) came out at
+    /// 1.0 bios per request where mq-deadline and BFQ merge 2 (`blk_mq_submit_bio` ->
+    /// `blk_mq_sched_bio_merge`: a bio merges only into a request still in the scheduler,
+    /// and requests wait there in numbers only while the driver's tags are all busy).
+    /// A process within its depth keeps what it was seen with.
+    pub fn replay_window(&self, requests: u32) -> u32 {
+        if self.tag_bound() && requests != u32::MAX {
+            self.max_in_flight.max(requests)
+        } else {
+            self.max_in_flight
+        }
     }
 }
 
@@ -473,6 +508,7 @@ pub fn from_bios_and_wakeups(
                 kind: StreamKind::OpenLoop,
                 depends_on: Vec::new(),
                 think_mean_ns: 0.0,
+                think_samples: 0,
                 max_in_flight: 0,
                 last_io: 0,
                 slept_for_request: 0,
@@ -520,6 +556,14 @@ pub fn from_bios_and_wakeups(
         let from = *first_q[io.stream as usize].get_or_insert(io.rec_q);
         st.span_ns = st.span_ns.max(io.rec_c.saturating_sub(from));
     }
+    // Processes the queue held back (asleep for requests most of their run): the most they
+    // had in flight was the queue's limit, not theirs, so a full window is no sign that
+    // they waited for a completion, and a pause between two of their submissions is their
+    // own (fio preempted on a busy CPU), not a wait for the completion that happened to
+    // precede it: with a completion every few hundred µs one always does. Tied to it, a
+    // replay that lets them keep more in flight (an elevator's requests) would drain their
+    // queue at every such pause, down to the bios queued since that completion.
+    let held_by_queue: Vec<bool> = streams.iter().map(Stream::asleep_most_of_its_run).collect();
 
     // Sweep Qs, Cs and wakeups in time order (completions, then wakeups, then Qs at equal
     // times). Only wakeups between two of the device's processes tell anything here.
@@ -611,6 +655,7 @@ pub fn from_bios_and_wakeups(
         // its window: it goes on as soon as its submission returns.
         let slot_freed_by = last_own_c[s].filter(|(tc, _)| {
             full[s]
+                && !held_by_queue[s]
                 && t - tc <= DEP_WINDOW_NS
                 && last_q[s].is_none_or(|(tq, q)| {
                     *tc > tq && ios[q as usize].rec_submitted <= ios[q as usize].rec_q + SLEPT_NS
@@ -642,10 +687,12 @@ pub fn from_bios_and_wakeups(
                     io: q,
                     delay: t.saturating_sub(tq),
                 },
-                (_, Some((tc, c))) if t - tc <= DEP_WINDOW_NS => Trigger::AfterCompletion {
-                    io: c,
-                    delay: t - tc,
-                },
+                (_, Some((tc, c))) if t - tc <= DEP_WINDOW_NS && !held_by_queue[s] => {
+                    Trigger::AfterCompletion {
+                        io: c,
+                        delay: t - tc,
+                    }
+                }
                 (Some((tq, q)), _) => Trigger::AfterQueue {
                     io: q,
                     delay: t.saturating_sub(tq),
@@ -733,6 +780,7 @@ pub fn from_bios_and_wakeups(
         }
         let st = &mut streams[s];
         st.depends_on = deps;
+        st.think_samples = think_n;
         st.think_mean_ns = if think_n == 0 {
             0.0
         } else {
@@ -1029,6 +1077,7 @@ mod tests {
             assert_eq!(st.kind, StreamKind::ClosedLoop, "{st:?}");
             assert!(st.depends_on.is_empty(), "{st:?}");
             assert_eq!(st.think_mean_ns, THINK as f64, "{st:?}");
+            assert_eq!(st.think_samples, 99, "{st:?}");
         }
         let released = w
             .ios

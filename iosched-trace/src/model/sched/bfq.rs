@@ -38,6 +38,9 @@
 //! - an empty queue preempted while it needed idling for its guarantees stays busy
 //!   (5.3+, `REQUEUE_EMPTY_PREEMPTED`).
 //!
+//! - the shallower request depths of async I/O and sync writes (`bfq_limit_depth`;
+//!   [`Scheduler::request_limit`]).
+//!
 //! Not modelled: time charging of slow queues, the inject-limit feedback, ioprio classes,
 //! the peak-rate estimator (the fitted device's sequential rate stands for it), queue
 //! merging triggered by a bio merge attempt (`bfq_allow_bio_merge`; only at request
@@ -47,6 +50,8 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use rustc_hash::FxHashMap;
+
+use crate::event::Op;
 
 use super::{
     Ctx, Decided, Decision, ExpireReason, IdleOutcome, IdleReason, InjectWhy, MergeWhy, RqId,
@@ -2135,6 +2140,25 @@ impl Scheduler for Bfq {
         } else {
             self.end_idle(IdleOutcome::Arrived);
         }
+    }
+
+    /// `bfq_limit_depth` with the depths of `bfq_update_depths` (6.x): sync reads take any request; async I/O at most 1/2 of them and sync
+    /// writes 3/4, or 3/16 and 6/16 while a queue is weight-raised. Seen on this project's
+    /// loop device (nr_requests 256): fio's sync writes under BFQ never had more than 192
+    /// requests, under mq-deadline 256.
+    fn request_limit(&self, nr_requests: u32, op: Op, sync: bool) -> u32 {
+        if sync && !op.is_write() {
+            return nr_requests;
+        }
+        let (num, shift) = match (self.wr_busy > 0, sync) {
+            (false, false) => (1, 1),
+            (false, true) => (3, 2),
+            (true, false) => (3, 4),
+            (true, true) => (6, 4),
+        };
+        u32::try_from((u64::from(nr_requests) * num) >> shift)
+            .unwrap_or(u32::MAX)
+            .max(1)
     }
 
     fn has_work(&self) -> bool {

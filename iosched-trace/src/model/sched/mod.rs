@@ -170,6 +170,13 @@ pub trait Scheduler {
     fn timer(&mut self, ctx: &Ctx) {
         let _ = ctx;
     }
+    /// Of `nr_requests`, how many may be allocated when a bio of this kind still gets one:
+    /// the elevator's `limit_depth`, a shallower tag depth for all but sync reads. A bio
+    /// that finds that many allocated sleeps for one as if none were free. Default: all.
+    fn request_limit(&self, nr_requests: u32, op: Op, sync: bool) -> u32 {
+        let _ = (op, sync);
+        nr_requests
+    }
     /// Whether it holds requests not yet dispatched.
     fn has_work(&self) -> bool;
     fn take_decisions(&mut self) -> Vec<Decided> {
