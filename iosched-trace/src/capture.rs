@@ -260,8 +260,6 @@ pub struct Capture {
     flush: ProgramFd,
     cpus: Vec<u32>,
     last_flush: Instant,
-    /// Bytes of ring records drained since the start (how far behind the reader runs).
-    drained_bytes: u64,
     /// Programs attached, and optional ones left out with the reason.
     pub attached: Vec<&'static str>,
     pub skipped: Vec<(&'static str, String)>,
@@ -394,7 +392,6 @@ impl Capture {
             flush,
             cpus,
             last_flush: Instant::now(),
-            drained_bytes: 0,
             attached,
             skipped,
         })
@@ -457,17 +454,9 @@ impl Capture {
     pub fn drain(&mut self, out: &mut Vec<Event>) {
         let decoder = &self.decoder;
         let ring = self.ring.get_mut();
-        let mut bytes = 0;
         while let Some(item) = ring.next() {
-            bytes += item.len() as u64;
             decode_record(&item, decoder, out);
         }
-        self.drained_bytes += bytes;
-    }
-
-    /// Bytes of ring records drained since the start.
-    pub fn drained_bytes(&self) -> u64 {
-        self.drained_bytes
     }
 
     /// The kernel's counters, summed over CPUs (lost per CPU kept apart).

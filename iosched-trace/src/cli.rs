@@ -273,10 +273,6 @@ pub struct RecordArgs {
     /// store none. What is left of the workload's speed is the cost of the kernel side.
     #[arg(long, hide = true)]
     pub discard_events: bool,
-    /// Benchmark only: keep the recorder at normal priority instead of in the background
-    /// (`SCHED_IDLE`, see `background.rs`), for the comparison.
-    #[arg(long, hide = true)]
-    pub foreground: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -325,10 +321,6 @@ pub struct LiveArgs {
     /// kernel side.
     #[arg(long, hide = true)]
     pub discard_events: bool,
-    /// Benchmark only: keep the collector at normal priority instead of in the background
-    /// (`SCHED_IDLE`, see `background.rs`), for the comparison.
-    #[arg(long, hide = true)]
-    pub foreground: bool,
 }
 
 impl LiveArgs {
@@ -357,7 +349,6 @@ impl LiveArgs {
             wakeups: false,
             sched_log: false,
             discard_events: false,
-            foreground: false,
             verbose: self.verbose,
         };
         let valid = record.validate(sysfs)?;
@@ -378,7 +369,6 @@ impl LiveArgs {
             wakeup_bytes: valid.wakeup,
             verbose: self.verbose,
             discard_events: self.discard_events,
-            foreground: self.foreground,
         })
     }
 }

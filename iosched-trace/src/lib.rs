@@ -17,7 +17,6 @@
 //! - [`cli`]: command-line syntax and validation.
 
 pub mod analysis;
-pub mod background;
 pub mod blktrace;
 pub mod btf;
 pub mod capture;

@@ -327,7 +327,6 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         command_line: std::env::args().collect(),
         sched_log: args.sched_log,
         discard_events: args.discard_events,
-        foreground: args.foreground,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -17,7 +17,6 @@ use anyhow::Context;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
-    background::BackgroundPolicy,
     blktrace::BlktraceWriter,
     btf::Btf,
     capture::{Capture, CaptureOptions, ProgramSet},
@@ -54,8 +53,6 @@ pub struct RecordConfig {
     /// Drop every drained event instead of storing it (`--discard-events`, for the
     /// capture benchmark's split of the cost between the kernel side and the recorder).
     pub discard_events: bool,
-    /// Stay at normal priority instead of in the background ([`BackgroundPolicy`]).
-    pub foreground: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -235,14 +232,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     let mut last_progress = (started, 0u64);
     let progress = config.progress && std::io::stderr().is_terminal();
 
-    // From here on this thread only drains and stores: it yields the CPU to the workload.
-    let mut background = if config.foreground {
-        None
-    } else {
-        BackgroundPolicy::start(u64::from(config.ring_size))
-    };
     let ended_by = loop {
-        let drained_before = capture.drained_bytes();
         let ended = tokio::select! {
             biased;
             _ = sigint.recv() => Some("signal SIGINT"),
@@ -253,9 +243,6 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
                 None
             }
         };
-        if let Some(b) = &mut background {
-            b.drained(capture.drained_bytes() - drained_before, Instant::now());
-        }
         if config.discard_events {
             discard(&mut batch, &mut tally, &mut discarded);
         } else {

@@ -327,13 +327,6 @@ pub struct LiveArgs {
     /// and the view's aggregation.
     #[arg(long)]
     split: bool,
-    /// More options for `live` (e.g. `--live-option=--foreground`), repeatable.
-    #[arg(
-        long = "live-option",
-        value_name = "OPTION",
-        allow_hyphen_values = true
-    )]
-    live_options: Vec<String>,
     #[command(flatten)]
     bin: BinArgs,
 }
@@ -368,9 +361,8 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     for i in 1..=args.repeat {
         let baseline = fio(loopdev.dev(), args.runtime).context("baseline fio run")?;
         if args.split {
-            let mut options = args.live_options.clone();
-            options.push("--discard-events".into());
-            let (drained, lost) = fio_while_live(&bin, &loopdev, &options, args.runtime)?;
+            let (drained, lost) =
+                fio_while_live(&bin, &loopdev, &["--discard-events"], args.runtime)?;
             println!(
                 "run {i}/{}: drain only (events dropped) {drained:.0} IOPS, ratio {:.3}, lost \
                  events {lost}",
@@ -379,7 +371,7 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
             );
             drained_ratios.push(drained / baseline);
         }
-        let (watched, lost) = fio_while_live(&bin, &loopdev, &args.live_options, args.runtime)?;
+        let (watched, lost) = fio_while_live(&bin, &loopdev, &[], args.runtime)?;
         println!(
             "run {i}/{}: baseline {baseline:.0} IOPS, with live {watched:.0} IOPS, ratio {:.3}, \
              lost events {lost}",
@@ -416,7 +408,7 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
 fn fio_while_live(
     bin: &Path,
     loopdev: &LoopDevice,
-    extra: &[String],
+    extra: &[&str],
     runtime: u32,
 ) -> anyhow::Result<(f64, u64)> {
     let live = LiveChild::start(bin, loopdev, extra)?;
@@ -434,7 +426,7 @@ struct LiveChild {
 
 impl LiveChild {
     /// Starts it and waits for its first interval (programs attached and draining).
-    fn start(bin: &Path, dev: &LoopDevice, extra: &[String]) -> anyhow::Result<LiveChild> {
+    fn start(bin: &Path, dev: &LoopDevice, extra: &[&str]) -> anyhow::Result<LiveChild> {
         use std::io::BufRead as _;
         let mut child = Command::new(bin)
             .args(["live", "--batch", "--interval", "1", "-d", dev.name()])

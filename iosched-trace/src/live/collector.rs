@@ -12,13 +12,12 @@ use std::{
         mpsc::{self, Receiver, SyncSender, TrySendError},
     },
     thread::JoinHandle,
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use anyhow::Context;
 
 use crate::{
-    background::BackgroundPolicy,
     btf::Btf,
     capture::{Capture, CaptureOptions, ProgramSet},
     completions::CompletionTally,
@@ -50,9 +49,6 @@ pub struct CollectorConfig {
     pub verbose: bool,
     /// Drop every drained event instead of building intervals from it (benchmark only).
     pub discard_events: bool,
-    /// Keep the collector at normal priority instead of [`BackgroundPolicy`]'s idle one
-    /// (benchmark only: the comparison).
-    pub foreground: bool,
 }
 
 /// What the collector sends.
@@ -183,22 +179,7 @@ async fn collect(
     let mut tally = CompletionTally::start(&config.disks);
     let _ = ready.send(Ok(capture.skipped.clone()));
     let discard = config.discard_events;
-    let mut background = if config.foreground {
-        None
-    } else {
-        BackgroundPolicy::start(u64::from(config.ring_size))
-    };
-    if let Err(e) = run(
-        &mut capture,
-        &mut builder,
-        &mut tally,
-        &mut background,
-        &tx,
-        &stop,
-        discard,
-    )
-    .await
-    {
+    if let Err(e) = run(&mut capture, &mut builder, &mut tally, &tx, &stop, discard).await {
         let _ = tx.send(Message::Failed(e.to_string()));
     }
 }
@@ -207,7 +188,6 @@ async fn run(
     capture: &mut Capture,
     builder: &mut IntervalBuilder,
     tally: &mut CompletionTally,
-    background: &mut Option<BackgroundPolicy>,
     tx: &SyncSender<Message>,
     stop: &AtomicBool,
     discard: bool,
@@ -216,11 +196,7 @@ async fn run(
     let mut reorder = Reorder::default();
     let mut done = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        let before = capture.drained_bytes();
         capture.next_batch(&mut batch, DRAIN_EVERY).await?;
-        if let Some(b) = background {
-            b.drained(capture.drained_bytes() - before, Instant::now());
-        }
         for ev in batch.drain(..) {
             tally.event(&ev);
             if !discard {

@@ -40,8 +40,6 @@ pub struct LiveConfig {
     pub verbose: bool,
     /// Drop every drained event (`--discard-events`, benchmark only).
     pub discard_events: bool,
-    /// The collector at normal priority (`--foreground`, benchmark only).
-    pub foreground: bool,
 }
 
 /// Runs the view (or the batch output) until `q`, the count, or the end of the capture.
@@ -60,7 +58,6 @@ pub fn run(config: LiveConfig) -> anyhow::Result<()> {
         wakeup_bytes: config.wakeup_bytes,
         verbose: config.verbose,
         discard_events: config.discard_events,
-        foreground: config.foreground,
     })?;
     if config.verbose {
         for (program, why) in &collector.skipped {
