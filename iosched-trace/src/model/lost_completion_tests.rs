@@ -143,7 +143,8 @@ fn a_lost_completion_is_not_a_think_time_bfq_expires_a_queue_for() {
     };
     let lost = run(extracted);
     let counts = &lost.decision_counts.expirations;
-    assert_eq!(counts.get("too_idle"), None, "{counts:?}");
+    // Each reader expires for being too idle once: after its last read.
+    assert_eq!(counts.get("too_idle"), Some(&2), "{counts:?}");
     assert_eq!(counts.get("preempted"), None, "{counts:?}");
     // The same as readers that never paused: BFQ serves each in long slices.
     let steady = run(extract(

@@ -119,12 +119,18 @@ fn a_single_sequential_reader_loses_nothing_to_idling() {
     assert!((dl.summary.duration_s * 1e9 - expect).abs() / expect < 0.01);
     let ratio = bfq.summary.duration_s / dl.summary.duration_s;
     assert!((0.999..1.001).contains(&ratio), "{ratio}");
-    // It idled (only busy queue), and every idle ended with its own request.
-    assert!(
-        !bfq.decision_counts
-            .idle_ms_by_outcome
-            .contains_key("timer_expired")
+    // It idled (only busy queue), and every idle ended with its own request but the
+    // last: after its last read the process is still there (the trace shows no exit), and
+    // BFQ waits one idle slice for it: 20 ms, the least for a weight-raised queue (it
+    // started interactive), `bfq_arm_slice_timer`.
+    let c = &bfq.decision_counts;
+    assert_eq!(c.raises, 1, "{c:?}");
+    assert_eq!(
+        c.idle_ms_by_outcome.get("timer_expired"),
+        Some(&20.0),
+        "{c:?}"
     );
+    assert_eq!(c.expirations.get("too_idle"), Some(&1), "{c:?}");
 }
 
 #[test]
