@@ -185,6 +185,10 @@ pub trait LifeSink {
     /// A request issued to the driver (D); `submitter` is its first bio's.
     fn issued(&mut self, ev: &Event, submitter: Option<&Submitter>, state: &DeviceState) {}
     fn bio_done(&mut self, bio: &BioLife) {}
+    /// A bio whose completion was never seen: its id came back for a new bio at `bio.c`,
+    /// so it had completed by then (`c` is that bound, not its completion time). Counted in
+    /// [`Anomalies::reused_before_completion`]; what to make of it is the sink's call.
+    fn bio_lost(&mut self, bio: &BioLife) {}
     fn request_done(&mut self, rq: &RequestLife) {}
     /// The device's state changed at `ts` (called after the change).
     fn device_state(&mut self, dev: Dev, ts: u64, state: &DeviceState) {}
@@ -389,10 +393,10 @@ impl Timeline {
         }
     }
 
-    /// Starts a new bio's life, pending unless its device is bio-based, in one hash map
-    /// operation. A bio already under this id is dropped first: the id is being reused, so
-    /// its completion was never seen.
-    fn insert_bio(&mut self, id: u64, mut b: BioState) {
+    /// Starts a new bio's life at `ts`, pending unless its device is bio-based, in one hash
+    /// map operation. A bio already under this id is dropped first (and handed to the sink
+    /// as lost): the id is being reused, so its completion was never seen.
+    fn insert_bio(&mut self, id: u64, mut b: BioState, ts: u64, sink: &mut impl LifeSink) {
         let pends = !self.is_bio_based(b.dev);
         b.pending = pends;
         let (dev, pid) = (b.dev, b.submitter.map(|s| s.pid));
@@ -401,6 +405,7 @@ impl Timeline {
                 self.remove_pending(old.dev, old.submitter.map(|s| s.pid));
             }
             self.anomalies.reused_before_completion += 1;
+            sink.bio_lost(&Self::bio_life(&old, ts, 0));
         }
         if pends {
             self.add_pending(dev, pid);
@@ -437,7 +442,7 @@ impl Timeline {
         }
         let mut b = Self::new_bio(ev, Some(Submitter::of(ev)));
         b.q = Some(ev.ts_ns);
-        self.insert_bio(ev.bio, b);
+        self.insert_bio(ev.bio, b, ev.ts_ns, sink);
         self.last_queued.insert(ev.pid, ev.bio);
         let state = self.devices.entry_or_default(ev.dev);
         sink.queued(ev, state);
@@ -467,7 +472,7 @@ impl Timeline {
             }
             None => self.anomalies.splits_without_parent += 1,
         }
-        self.insert_bio(ev.bio, child);
+        self.insert_bio(ev.bio, child, ev.ts_ns, sink);
         self.report_state(ev.dev, ev.ts_ns, sink);
     }
 

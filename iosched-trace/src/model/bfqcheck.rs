@@ -278,6 +278,8 @@ pub fn check(
     let mut rqs: Vec<Rq> = Vec::new();
     let mut times: Vec<(u64, Step)> = Vec::new();
     let mut remaining = vec![0u32; w.streams.len()];
+    // Recorded times: the check's clock is the recording's.
+    let last_io_at = super::sim::last_io_at(w, 0);
     // Requests the flush machinery hands to the head of BFQ's dispatch list.
     let mut at_head: Vec<bool> = Vec::new();
     for r in requests {
@@ -382,7 +384,14 @@ pub fn check(
         if let Some(tt) = bfq.next_timer()
             && tt <= t
         {
-            let ctx = ctx_at(tt, &rqs, in_driver, depth, rotational, &remaining);
+            let ctx = ctx_at(
+                tt,
+                &rqs,
+                in_driver,
+                depth,
+                rotational,
+                (&remaining, &last_io_at),
+            );
             bfq.timer(&ctx);
             exit(&mut kept, bfq.take_decisions(), &remaining);
         }
@@ -397,7 +406,14 @@ pub fn check(
             _ => false,
         };
         if opportunity {
-            let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+            let ctx = ctx_at(
+                t,
+                &rqs,
+                in_driver,
+                depth,
+                rotational,
+                (&remaining, &last_io_at),
+            );
             // The model's own decision at this dispatch opportunity.
             bfq.decide_dispatch(&ctx);
             // Taken before the dispatch at this instant: placed before it (BFQ logs them
@@ -478,7 +494,14 @@ pub fn check(
                 rqs[id as usize].state = RqState::Queued;
                 let stream = rqs[id as usize].stream;
                 remaining[stream as usize] -= 1;
-                let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+                let ctx = ctx_at(
+                    t,
+                    &rqs,
+                    in_driver,
+                    depth,
+                    rotational,
+                    (&remaining, &last_io_at),
+                );
                 if at_head[id as usize] {
                     bfq.insert_at_head(&ctx, id);
                 } else {
@@ -500,7 +523,14 @@ pub fn check(
             Step::Complete(id) => {
                 rqs[id as usize].state = RqState::Done;
                 in_driver = in_driver.saturating_sub(1);
-                let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+                let ctx = ctx_at(
+                    t,
+                    &rqs,
+                    in_driver,
+                    depth,
+                    rotational,
+                    (&remaining, &last_io_at),
+                );
                 bfq.completed(&ctx, id);
                 exit(&mut kept, bfq.take_decisions(), &remaining);
             }
@@ -519,13 +549,27 @@ pub fn check(
                 // Served from the dispatch list before BFQ selects a queue
                 // (`__bfq_dispatch_request`): no decision here, and BFQ's notes wait for
                 // the next dispatch from its queues.
-                let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+                let ctx = ctx_at(
+                    t,
+                    &rqs,
+                    in_driver,
+                    depth,
+                    rotational,
+                    (&remaining, &last_io_at),
+                );
                 bfq.dispatched_at_head(&ctx, id);
                 rqs[id as usize].state = RqState::Dispatched;
                 in_driver += 1;
             }
             Step::Dispatch(id) => {
-                let ctx = ctx_at(t, &rqs, in_driver, depth, rotational, &remaining);
+                let ctx = ctx_at(
+                    t,
+                    &rqs,
+                    in_driver,
+                    depth,
+                    rotational,
+                    (&remaining, &last_io_at),
+                );
                 bfq.force_dispatch(&ctx, id);
                 exit(&mut kept, bfq.take_decisions(), &remaining);
                 rqs[id as usize].state = RqState::Dispatched;
@@ -558,7 +602,7 @@ fn ctx_at<'a>(
     in_driver: u32,
     depth: u32,
     rotational: bool,
-    remaining: &'a [u32],
+    (remaining, last_io_at): (&'a [u32], &'a [u64]),
 ) -> Ctx<'a> {
     Ctx {
         now,
@@ -567,6 +611,7 @@ fn ctx_at<'a>(
         depth,
         rotational,
         remaining,
+        last_io_at,
     }
 }
 

@@ -33,6 +33,8 @@ pub mod throttle;
 pub mod workload;
 
 #[cfg(test)]
+mod lost_completion_tests;
+#[cfg(test)]
 mod merging_tests;
 #[cfg(test)]
 mod tests;

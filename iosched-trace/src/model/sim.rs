@@ -122,6 +122,8 @@ struct Sim<'a> {
     plugs: Vec<Vec<RqId>>,
     /// Bios of each stream still to arrive (its future).
     remaining: Vec<u32>,
+    /// Each stream's last recorded Q, ns after the start ([`Ctx::last_io_at`]).
+    last_io_at: Vec<u64>,
     by_end: FxHashMap<u64, RqId>,
     by_start: FxHashMap<u64, RqId>,
     bypass: std::collections::VecDeque<RqId>,
@@ -203,6 +205,7 @@ macro_rules! parts {
             depth: $s.cfg.depth,
             rotational: $s.dev.rotational(),
             remaining: &$s.remaining,
+            last_io_at: &$s.last_io_at,
         }
     };
 }
@@ -215,6 +218,7 @@ struct CtxParts<'a> {
     depth: u32,
     rotational: bool,
     remaining: &'a [u32],
+    last_io_at: &'a [u64],
 }
 
 impl<'a> CtxParts<'a> {
@@ -226,8 +230,35 @@ impl<'a> CtxParts<'a> {
             depth: self.depth,
             rotational: self.rotational,
             remaining: self.remaining,
+            last_io_at: self.last_io_at,
         }
     }
+}
+
+/// When each stream's last recorded I/O completed, ns after `origin` ([`Ctx::last_io_at`]);
+/// `u64::MAX` for a stream whose I/O ended before the last tenth of the workload
+/// ([`super::continuation::RAN_TO_END_SHARE`]). A process seen to linger after its last I/O
+/// (BFQ's idle timer running out for it) is one whose job ended with the recording (fio's
+/// `--runtime`); of one that stopped midway the trace says nothing of the kind: it is
+/// taken as gone once its I/O is done, as before. (Completions, not Qs: a reader served in
+/// BFQ's slices issues its last read at the end of its last slice, and waits for its turn.)
+pub(crate) fn last_io_at(w: &Workload, origin: u64) -> Vec<u64> {
+    let mut last = vec![0u64; w.streams.len()];
+    for io in &w.ios {
+        let t = &mut last[io.stream as usize];
+        *t = (*t).max(io.rec_c);
+    }
+    let span = w.end_ns.saturating_sub(w.start_ns) as f64;
+    last.into_iter()
+        .map(|t| {
+            let from_start = t.saturating_sub(w.start_ns) as f64;
+            if from_start < super::continuation::RAN_TO_END_SHARE * span {
+                u64::MAX
+            } else {
+                t.saturating_sub(origin)
+            }
+        })
+        .collect()
 }
 
 /// Replays `w` under `sched` on `dev`.
@@ -275,6 +306,7 @@ pub fn run(
         after_c,
         plugs: vec![Vec::new(); w.streams.len()],
         remaining: w.streams.iter().map(|s| s.ios).collect(),
+        last_io_at: last_io_at(w, w.start_ns),
         by_end: FxHashMap::default(),
         by_start: FxHashMap::default(),
         bypass: Default::default(),

@@ -119,12 +119,46 @@ fn a_single_sequential_reader_loses_nothing_to_idling() {
     assert!((dl.summary.duration_s * 1e9 - expect).abs() / expect < 0.01);
     let ratio = bfq.summary.duration_s / dl.summary.duration_s;
     assert!((0.999..1.001).contains(&ratio), "{ratio}");
-    // It idled (only busy queue), and every idle ended with its own request.
-    assert!(
-        !bfq.decision_counts
-            .idle_ms_by_outcome
-            .contains_key("timer_expired")
+    // It idled (only busy queue), and every idle ended with its own request but the
+    // last: after its last read the process is still there (the trace shows no exit), and
+    // BFQ waits one idle slice for it: 20 ms, the least for a weight-raised queue (it
+    // started interactive), `bfq_arm_slice_timer`.
+    let c = &bfq.decision_counts;
+    assert_eq!(c.raises, 1, "{c:?}");
+    assert_eq!(
+        c.idle_ms_by_outcome.get("timer_expired"),
+        Some(&20.0),
+        "{c:?}"
     );
+    assert_eq!(c.expirations.get("too_idle"), Some(&1), "{c:?}");
+}
+
+/// A reader the recorded scheduler starved: its recorded reads went on to the end of the
+/// recording (its last one completed 10 s in), and the replay serves them all in a fraction
+/// of that. Out of reads long before the instant it stopped in the recording, the process
+/// that would have gone on reading is not modelled: BFQ is not made to wait for it.
+#[test]
+fn bfq_does_not_idle_for_a_reader_the_replay_ran_out_of_early() {
+    let mut w = empty_workload(vec![stream(300, "reader", 1)]);
+    let mut prev = None;
+    for k in 0..100u64 {
+        let t = prev.map_or(Trigger::At(0), |p| Trigger::AfterCompletion {
+            io: p,
+            delay: 50_000,
+        });
+        let i = push(&mut w, 0, 1_000_000 + k * 128, 128, Op::Read, true, t);
+        // Recorded 100 ms apart.
+        w.ios[i as usize].rec_q = k * 100_000_000;
+        w.ios[i as usize].rec_c = k * 100_000_000 + 1_000_000;
+        prev = Some(i);
+    }
+    w.end_ns = 99 * 100_000_000 + 1_000_000;
+    let r = replayer(w, flat_disk(8e6, 300_000.0));
+    let bfq = run(&r, "bfq:continue=0");
+    assert!(bfq.summary.duration_s < 1.0, "{}", bfq.summary.duration_s);
+    let c = &bfq.decision_counts;
+    assert_eq!(c.expirations.get("too_idle"), None, "{c:?}");
+    assert!(!c.idle_ms_by_outcome.contains_key("timer_expired"), "{c:?}");
 }
 
 #[test]

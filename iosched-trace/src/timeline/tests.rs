@@ -5,6 +5,7 @@ use super::{sim::Sim, *};
 #[derive(Default)]
 struct Collect {
     bios: Vec<BioLife>,
+    lost: Vec<BioLife>,
     rqs: Vec<RequestLife>,
     states: Vec<(u64, u32, u32)>,
 }
@@ -12,6 +13,9 @@ struct Collect {
 impl LifeSink for Collect {
     fn bio_done(&mut self, bio: &BioLife) {
         self.bios.push(*bio);
+    }
+    fn bio_lost(&mut self, bio: &BioLife) {
+        self.lost.push(*bio);
     }
     fn request_done(&mut self, rq: &RequestLife) {
         self.rqs.push(rq.clone());
@@ -304,6 +308,30 @@ fn reused_request_pointer_after_lost_completion_starts_a_new_life() {
     assert_eq!(a.bios_in_flight_at_end, 1);
     // The lost life no longer counts in the driver.
     assert_eq!(c.states.last().unwrap().1, 0);
+}
+
+#[test]
+fn a_reused_bio_id_hands_the_old_life_over_as_lost_with_the_reuse_as_its_bound() {
+    let mut s = Sim::default();
+    s.q(7, 100, 0, 4096, Op::Read)
+        .d(900, &[7], 0, 4096, Op::Read)
+        // Its C is lost; fio's next read reuses the bio.
+        .wait(9_000)
+        .q(7, 100, 8, 4096, Op::Read)
+        .d(901, &[7], 8, 4096, Op::Read)
+        .wait(10)
+        .c(901, 4096, 4096);
+    let (c, a) = run(&s);
+    assert_eq!(a.reused_before_completion, 1);
+    assert_eq!(c.lost.len(), 1);
+    let lost = c.lost[0];
+    assert_eq!(lost.sector, 0);
+    assert_eq!(lost.q, Some(T0));
+    assert!(lost.d.is_some());
+    // Not a completion time: the instant by which it had completed.
+    assert_eq!(lost.c, c.bios[0].q.unwrap());
+    assert_eq!(c.bios.len(), 1);
+    assert_eq!(c.bios[0].sector, 8);
 }
 
 #[test]

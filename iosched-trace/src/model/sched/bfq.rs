@@ -539,9 +539,17 @@ impl Bfq {
     }
 
     /// `bfq_better_to_idle`, with the clause that held.
+    ///
+    /// The kernel stops idling for a queue whose process is gone (`bfqq_process_refs` is 0
+    /// once `bfq_exit_icq` ran), not for one that merely issues nothing more: a process
+    /// outlives its last I/O (a fio job tears down for tens of ms: in a BFQ log of eight
+    /// `--time_based` readers each last queue expired `too_idle` a full slice_idle after
+    /// its last completion, and `exit_bfqq` came 28 ms after it). The trace shows no
+    /// exits, so a process is taken to be there for as long as its queue could idle, unless
+    /// the replay ran out of its I/O before its recorded end ([`Ctx::stream_gone`]).
     fn better_to_idle(&self, ctx: &Ctx, q: usize) -> Option<IdleReason> {
         let qq = &self.queues[q];
-        if qq.sync && !qq.members.iter().any(|m| ctx.stream_has_future(*m)) {
+        if qq.sync && qq.members.iter().all(|m| ctx.stream_gone(*m)) {
             return None;
         }
         if self.strict {
@@ -2342,6 +2350,7 @@ mod tests {
             depth: 32,
             rotational: true,
             remaining,
+            last_io_at: &[],
         }
     }
 

@@ -122,6 +122,9 @@ pub struct Ctx<'a> {
     pub rotational: bool,
     /// Bios each stream has still to issue.
     pub remaining: &'a [u32],
+    /// When each stream's last I/O completed in the recording (ns on the replay's clock;
+    /// `u64::MAX`: gone as soon as its I/O is done); empty: never gone.
+    pub last_io_at: &'a [u64],
 }
 
 impl Ctx<'_> {
@@ -129,6 +132,20 @@ impl Ctx<'_> {
     /// future: BFQ does not idle for it).
     pub fn stream_has_future(&self, s: u32) -> bool {
         self.remaining.get(s as usize).is_some_and(|r| *r > 0)
+    }
+
+    /// Whether stream `s` is taken to have exited: it has no I/O to come, and the replay is
+    /// not yet at the instant its last recorded I/O completed. The replay ran out of its I/O early
+    /// (the recorded scheduler starved it, and nothing continues it): the process that would
+    /// have gone on issuing is not modelled, so no scheduler waits for it. Past that
+    /// instant a process without I/O is still there (it exits some time after its last
+    /// I/O; the trace shows no exits).
+    pub fn stream_gone(&self, s: u32) -> bool {
+        !self.stream_has_future(s)
+            && self
+                .last_io_at
+                .get(s as usize)
+                .is_some_and(|t| self.now < *t)
     }
 }
 
