@@ -36,6 +36,7 @@ fn disk() -> DeviceModel {
         overhead_ns: 100_000.0,
         ns_per_sector: 4_000.0,
         positioning_ns: vec![Some(5_000_000.0); 48],
+        latency_ns: 0.0,
     })
 }
 
