@@ -17,9 +17,9 @@ use crate::{
 };
 
 use super::{
-    device::{DeviceModel, RotationalModel},
+    device::DeviceModel,
     replay::{Config, Replayer},
-    scenarios::{empty, push, stream},
+    scenarios::{empty, push, seek_disk, stream},
     sched::{self, SchedEnv, SchedKind, Settings},
     sim::{self, SimConfig},
     workload::{Trigger, Workload},
@@ -32,12 +32,7 @@ const THINK_NS: u64 = 30_000;
 const GAP_NS: u64 = 9_000_000;
 
 fn disk() -> DeviceModel {
-    DeviceModel::Rotational(RotationalModel {
-        overhead_ns: 100_000.0,
-        ns_per_sector: 4_000.0,
-        positioning_ns: vec![Some(5_000_000.0); 48],
-        latency_ns: 0.0,
-    })
+    seek_disk(100_000.0, 4_000.0)
 }
 
 /// A's reads are `0..READS`, B's `READS..2 * READS`; A's read after `LOST` waits `gap`.

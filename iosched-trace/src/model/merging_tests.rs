@@ -16,9 +16,9 @@ use crate::{
 };
 
 use super::{
-    device::{DeviceModel, RotationalModel},
+    device::DeviceModel,
     replay::{self, Config, Replayer, Run},
-    scenarios::{device, empty, push, stream},
+    scenarios::{device, empty, push, seek_disk, stream},
     sched::{self, SchedEnv, SchedKind, Settings},
     sim::{self, SimConfig},
     workload::{StreamKind, Trigger, Workload},
@@ -33,12 +33,7 @@ const REAP_NS: u64 = 5_000;
 
 /// Sequential disk: 100 µs per request plus 32 µs per 4 KiB, far slower than the submitter.
 fn disk() -> DeviceModel {
-    DeviceModel::Rotational(RotationalModel {
-        overhead_ns: OVERHEAD_NS,
-        ns_per_sector: NS_PER_SECTOR,
-        positioning_ns: vec![Some(5_000_000.0); 48],
-        latency_ns: 0.0,
-    })
+    seek_disk(OVERHEAD_NS, NS_PER_SECTOR)
 }
 
 /// `bios` sequential writes by one process that keeps `window` in flight: the first

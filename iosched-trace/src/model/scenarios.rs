@@ -18,6 +18,17 @@ use super::{
 /// Think time between a completion and the I/O it releases.
 pub const THINK_NS: u64 = 20_000;
 
+/// A disk with a 5 ms seek for any non-contiguous request, and `overhead_ns` plus
+/// `ns_per_sector` of transfer for every request.
+pub fn seek_disk(overhead_ns: f64, ns_per_sector: f64) -> DeviceModel {
+    DeviceModel::Rotational(RotationalModel {
+        overhead_ns,
+        ns_per_sector,
+        positioning_ns: vec![Some(5_000_000.0); 48],
+        latency_ns: 0.0,
+    })
+}
+
 /// A disk where every non-contiguous request costs `svc_ns` and a contiguous one
 /// `overhead_ns` (no transfer time): analytic answers are exact on it.
 pub fn flat_disk(svc_ns: f64, overhead_ns: f64) -> DeviceModel {
