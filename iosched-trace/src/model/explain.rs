@@ -359,6 +359,12 @@ pub fn explain(
                 });
             }
         }
+        // Weight raising (low_latency) that costs throughput without any idling to show for
+        // it: seed 000, where fresh sequential readers each get raised weights and take the
+        // disk from one another at every arrival (a preemption and a seek per request).
+        if let Some(f) = weight_raising_costs(r, &base_cfg, &base, recorded, &findings)? {
+            findings.push(f);
+        }
         // Slices too long for the number of processes.
         let busy = w.streams.iter().filter(|s| s.ios > 10).count();
         if busy >= 3 {
@@ -1064,6 +1070,109 @@ fn throttle_finding(
         estimate: Some(est),
         latency_estimate: None,
     }
+}
+
+/// BFQ with low_latency on, where the model predicts that turning it off gains at least
+/// [`MIN_EFFECT_PCT`] and no finding already cites that what-if: what weight raising did
+/// (preemptions above all: a raised queue that becomes busy takes the disk from the one in
+/// service, `bfq_bfqq_handle_idle_busy_switch`), against the run without it.
+fn weight_raising_costs(
+    r: &Replayer,
+    base_cfg: &Config,
+    base: &Run,
+    recorded: &Summary,
+    findings: &[Finding],
+) -> Result<Option<Finding>, ReplayError> {
+    if base_cfg.settings.0.get("low_latency").map(String::as_str) == Some("0")
+        || base.decision_counts.raises == 0
+    {
+        return Ok(None);
+    }
+    const WHAT_IF: &str = "bfq:low_latency=0";
+    if findings
+        .iter()
+        .any(|f| f.estimate.as_ref().is_some_and(|e| e.what_if == WHAT_IF))
+    {
+        return Ok(None);
+    }
+    let mut off = base_cfg.clone();
+    off.settings.0.insert("low_latency".into(), "0".into());
+    off.label = WHAT_IF.into();
+    let plain = r.run(&off)?;
+    let mut est = estimate(&plain, base, recorded, &[]);
+    if est.change_pct < MIN_EFFECT_PCT {
+        return Ok(None);
+    }
+    let expirations = |run: &Run| -> (u64, u64) {
+        let e = &run.decision_counts.expirations;
+        (e.values().sum(), e.get("preempted").copied().unwrap_or(0))
+    };
+    let ((all, preempted), (_, preempted_off)) = (expirations(base), expirations(&plain));
+    let mut evidence = vec![format!(
+        "model: as recorded, BFQ raised {} queue weight(s)",
+        base.decision_counts.raises
+    )];
+    if preempted > 0 {
+        evidence[0].push_str(&format!(
+            "; {preempted} of its {all} service slots ended by preemption (a queue with raised \
+             weight that becomes busy takes the disk from the one in service: a switch, and \
+             on a disk a seek)"
+        ));
+    }
+    let mut off_line = format!(
+        "model: with low_latency=0, {:.3} MB/s instead of {:.3}",
+        plain.summary.mb_per_s, base.summary.mb_per_s
+    );
+    if preempted_off != preempted {
+        off_line.push_str(&format!(", {preempted_off} preemptions"));
+    }
+    let (m, m_off) = (base.summary.merge_ratio, plain.summary.merge_ratio);
+    if m_off > 1.05 * m {
+        off_line.push_str(&format!(
+            ", {m_off:.2} bios per request instead of {m:.2} (while a raised queue is busy, BFQ \
+             lets async I/O and sync writes use fewer requests, `bfq_limit_depth`: fewer wait \
+             long enough to merge)"
+        ));
+    }
+    evidence.push(off_line);
+    // As for another scheduler: where the recording hid the per-request latency, the other
+    // end of the estimate has it (a streaming queue pays it on every request).
+    if let Some(lr) = with_unseen_latency(r) {
+        let le = estimate(&lr.run(&off)?, &lr.run(base_cfg)?, recorded, &[]);
+        evidence.push(format!(
+            "device fit: every request of the recording waited in the queue, which hides the \
+             time each spends on its way to the disk and back; with {:.2} ms of it per \
+             request: {:.3} MB/s ({:+.0}%)",
+            UNSEEN_LATENCY_NS / 1e6,
+            le.predicted_mb_s,
+            le.change_pct
+        ));
+        est.if_unseen_latency = Some(IfLatency {
+            latency_ns: UNSEEN_LATENCY_NS,
+            predicted_mb_s: le.predicted_mb_s,
+            change_pct: le.change_pct,
+        });
+    }
+    Ok(Some(Finding {
+        cause: "weight_raising_costs_throughput",
+        title: match &est.if_unseen_latency {
+            Some(l) => format!(
+                "BFQ's low-latency heuristics cost this workload its throughput: with \
+                 low_latency=0 the model predicts {:.0}% to {:.0}% more (the less, the more \
+                 time each request spends on its way to the disk: the recording hid it)",
+                l.change_pct.min(est.change_pct),
+                l.change_pct.max(est.change_pct)
+            ),
+            None => format!(
+                "BFQ's low-latency heuristics cost this workload its throughput: with \
+                 low_latency=0 the model predicts {:.0}% more",
+                est.change_pct
+            ),
+        },
+        evidence,
+        estimate: Some(est),
+        latency_estimate: None,
+    }))
 }
 
 /// Kyber: requests that waited in a domain whose tokens had run out.
