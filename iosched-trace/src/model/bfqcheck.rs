@@ -379,19 +379,26 @@ pub fn check(
                 } if remaining.get(stream as usize) == Some(&0))
         }));
     };
+    // The model's view of the replayed state at `t` (the loop's own variables).
+    macro_rules! ctx_now {
+        ($t:expr) => {
+            Ctx {
+                now: $t,
+                rqs: &rqs,
+                in_driver,
+                depth,
+                rotational,
+                remaining: &remaining,
+                last_io_at: &last_io_at,
+            }
+        };
+    }
     for &(t, step) in &times {
         // The model's idle timer, when due first.
         if let Some(tt) = bfq.next_timer()
             && tt <= t
         {
-            let ctx = ctx_at(
-                tt,
-                &rqs,
-                in_driver,
-                depth,
-                rotational,
-                (&remaining, &last_io_at),
-            );
+            let ctx = ctx_now!(tt);
             bfq.timer(&ctx);
             exit(&mut kept, bfq.take_decisions(), &remaining);
         }
@@ -406,14 +413,7 @@ pub fn check(
             _ => false,
         };
         if opportunity {
-            let ctx = ctx_at(
-                t,
-                &rqs,
-                in_driver,
-                depth,
-                rotational,
-                (&remaining, &last_io_at),
-            );
+            let ctx = ctx_now!(t);
             // The model's own decision at this dispatch opportunity.
             bfq.decide_dispatch(&ctx);
             // Taken before the dispatch at this instant: placed before it (BFQ logs them
@@ -494,14 +494,7 @@ pub fn check(
                 rqs[id as usize].state = RqState::Queued;
                 let stream = rqs[id as usize].stream;
                 remaining[stream as usize] -= 1;
-                let ctx = ctx_at(
-                    t,
-                    &rqs,
-                    in_driver,
-                    depth,
-                    rotational,
-                    (&remaining, &last_io_at),
-                );
+                let ctx = ctx_now!(t);
                 if at_head[id as usize] {
                     bfq.insert_at_head(&ctx, id);
                 } else {
@@ -523,14 +516,7 @@ pub fn check(
             Step::Complete(id) => {
                 rqs[id as usize].state = RqState::Done;
                 in_driver = in_driver.saturating_sub(1);
-                let ctx = ctx_at(
-                    t,
-                    &rqs,
-                    in_driver,
-                    depth,
-                    rotational,
-                    (&remaining, &last_io_at),
-                );
+                let ctx = ctx_now!(t);
                 bfq.completed(&ctx, id);
                 exit(&mut kept, bfq.take_decisions(), &remaining);
             }
@@ -549,27 +535,13 @@ pub fn check(
                 // Served from the dispatch list before BFQ selects a queue
                 // (`__bfq_dispatch_request`): no decision here, and BFQ's notes wait for
                 // the next dispatch from its queues.
-                let ctx = ctx_at(
-                    t,
-                    &rqs,
-                    in_driver,
-                    depth,
-                    rotational,
-                    (&remaining, &last_io_at),
-                );
+                let ctx = ctx_now!(t);
                 bfq.dispatched_at_head(&ctx, id);
                 rqs[id as usize].state = RqState::Dispatched;
                 in_driver += 1;
             }
             Step::Dispatch(id) => {
-                let ctx = ctx_at(
-                    t,
-                    &rqs,
-                    in_driver,
-                    depth,
-                    rotational,
-                    (&remaining, &last_io_at),
-                );
+                let ctx = ctx_now!(t);
                 bfq.force_dispatch(&ctx, id);
                 exit(&mut kept, bfq.take_decisions(), &remaining);
                 rqs[id as usize].state = RqState::Dispatched;
@@ -594,25 +566,6 @@ pub fn check(
         100.0 * out.next_queue_matched as f64 / out.next_queue_checked as f64
     };
     out
-}
-
-fn ctx_at<'a>(
-    now: u64,
-    rqs: &'a [Rq],
-    in_driver: u32,
-    depth: u32,
-    rotational: bool,
-    (remaining, last_io_at): (&'a [u32], &'a [u64]),
-) -> Ctx<'a> {
-    Ctx {
-        now,
-        rqs,
-        in_driver,
-        depth,
-        rotational,
-        remaining,
-        last_io_at,
-    }
 }
 
 #[cfg(test)]

@@ -174,6 +174,15 @@ pub fn explain(
         .recorded_config()
         .unwrap_or_else(|| cfg(SchedKind::None, &[]));
     let base = r.run(&base_cfg)?;
+    // Where the recording hid the per-request latency: the replayer with it, and the recorded
+    // configuration replayed there (the base of every what-if's other end).
+    let unseen = match with_unseen_latency(r) {
+        Some(lr) => {
+            let lb = lr.run(&base_cfg)?;
+            Some((lr, lb))
+        }
+        None => None,
+    };
     let mut findings: Vec<Finding> = Vec::new();
     let name = |s: u32| w.stream_name(s);
 
@@ -362,7 +371,9 @@ pub fn explain(
         // Weight raising (low_latency) that costs throughput without any idling to show for
         // it: seed 000, where fresh sequential readers each get raised weights and take the
         // disk from one another at every arrival (a preemption and a seek per request).
-        if let Some(f) = weight_raising_costs(r, &base_cfg, &base, recorded, &findings)? {
+        if let Some(f) =
+            weight_raising_costs(r, &base_cfg, &base, unseen.as_ref(), recorded, &findings)?
+        {
             findings.push(f);
         }
         // Slices too long for the number of processes.
@@ -475,7 +486,6 @@ pub fn explain(
     }
 
     // Other schedulers.
-    let latency_what_if = with_unseen_latency(r);
     for alt in SchedKind::ALL {
         if alt == base_cfg.sched {
             continue;
@@ -489,9 +499,8 @@ pub fn explain(
                 alt.name(),
                 base.summary.mb_per_s
             )];
-            if let Some(lr) = &latency_what_if {
-                let (lb, la) = (lr.run(&base_cfg)?, lr.run(&cfg(alt, &[]))?);
-                let le = estimate(&la, &lb, recorded, &[]);
+            if let Some((lr, lb)) = &unseen {
+                let le = estimate(&lr.run(&cfg(alt, &[]))?, lb, recorded, &[]);
                 evidence.push(format!(
                     "device fit: every request of the recording waited in the queue, which \
                      hides the time each spends on its way to the disk and back; with {:.2} ms \
@@ -1080,6 +1089,7 @@ fn weight_raising_costs(
     r: &Replayer,
     base_cfg: &Config,
     base: &Run,
+    unseen: Option<&(Replayer, Run)>,
     recorded: &Summary,
     findings: &[Finding],
 ) -> Result<Option<Finding>, ReplayError> {
@@ -1137,8 +1147,8 @@ fn weight_raising_costs(
     evidence.push(off_line);
     // As for another scheduler: where the recording hid the per-request latency, the other
     // end of the estimate has it (a streaming queue pays it on every request).
-    if let Some(lr) = with_unseen_latency(r) {
-        let le = estimate(&lr.run(&off)?, &lr.run(base_cfg)?, recorded, &[]);
+    if let Some((lr, lb)) = unseen {
+        let le = estimate(&lr.run(&off)?, lb, recorded, &[]);
         evidence.push(format!(
             "device fit: every request of the recording waited in the queue, which hides the \
              time each spends on its way to the disk and back; with {:.2} ms of it per \
