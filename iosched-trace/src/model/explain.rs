@@ -6,6 +6,8 @@
 //!
 //! Owns: choosing what-ifs and turning runs into findings. Must not: print.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 
 use crate::analysis::Report;
@@ -1145,6 +1147,9 @@ fn weight_raising_costs(
         ));
     }
     evidence.push(off_line);
+    if let Some(line) = lower_priority_alternative(r, base_cfg, base, recorded)? {
+        evidence.push(line);
+    }
     // As for another scheduler: where the recording hid the per-request latency, the other
     // end of the estimate has it (a streaming queue pays it on every request).
     if let Some((lr, lb)) = unseen {
@@ -1183,6 +1188,62 @@ fn weight_raising_costs(
         estimate: Some(est),
         latency_estimate: None,
     }))
+}
+
+/// Best-effort 5: one level below the default, the smallest change of weight.
+const IOPRIO_BE5: u16 = (2 << 13) | 5;
+
+/// Since 5.12 BFQ raises only queues of the default weight ("the user wanted to control
+/// its weight explicitly" otherwise), so a lower I/O priority on the raised processes alone
+/// spares them the raising, and leaves the low-latency heuristics on for every other
+/// process of the device: the per-process alternative to low_latency=0. The model's effect
+/// of it, when all the raised processes ran at the default priority.
+fn lower_priority_alternative(
+    r: &Replayer,
+    base_cfg: &Config,
+    base: &Run,
+    recorded: &Summary,
+) -> Result<Option<String>, ReplayError> {
+    if r.env.kernel < 5012 {
+        return Ok(None);
+    }
+    let raised: BTreeSet<u32> = base
+        .decisions
+        .iter()
+        .filter_map(|d| match d.d {
+            Decision::Raise { stream, .. } => Some(stream),
+            _ => None,
+        })
+        .collect();
+    let streams = &r.workload.streams;
+    // Class none (the priority follows nice 0) or best-effort 4.
+    let default_priority = |s: &u32| {
+        streams
+            .get(*s as usize)
+            .is_some_and(|st| st.ioprio >> 13 == 0 || st.ioprio == (2 << 13) | 4)
+    };
+    if raised.is_empty() || !raised.iter().all(default_priority) {
+        return Ok(None);
+    }
+    let raised: Vec<u32> = raised.into_iter().collect();
+    let lowered = r.with_ioprio(&raised, IOPRIO_BE5).run(base_cfg)?;
+    let e = estimate(&lowered, base, recorded, &[]);
+    let mut pids: Vec<u32> = raised
+        .iter()
+        .filter_map(|&s| streams.get(s as usize).map(|st| st.pid))
+        .collect();
+    pids.sort_unstable();
+    let shown: Vec<String> = pids.iter().take(4).map(u32::to_string).collect();
+    let more = if pids.len() > 4 { " ..." } else { "" };
+    Ok(Some(format!(
+        "model: the {} raised process(es) at I/O priority best-effort 5 instead of the \
+         default (`ionice -c2 -n5 -p {}{more}`), low_latency left on for the rest: {:.3} MB/s \
+         ({:+.0}%); since 5.12 BFQ raises no queue whose weight the user set",
+        raised.len(),
+        shown.join(" "),
+        e.predicted_mb_s,
+        e.change_pct
+    )))
 }
 
 /// Kyber: requests that waited in a domain whose tokens had run out.

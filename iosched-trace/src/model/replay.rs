@@ -364,6 +364,30 @@ impl Replayer {
         }
     }
 
+    /// The same workload with some processes at another I/O priority (a what-if on
+    /// `ionice`): BFQ and CFQ weigh queues by it, and BFQ (5.12+) raises only the default.
+    pub fn with_ioprio(&self, streams: &[u32], ioprio: u16) -> Replayer {
+        let mut workload = self.workload.clone();
+        for &s in streams {
+            if let Some(st) = workload.streams.get_mut(s as usize) {
+                st.ioprio = ioprio;
+            }
+        }
+        let env = SchedEnv {
+            stream_ioprio: workload.streams.iter().map(|s| s.ioprio).collect(),
+            ..self.env.clone()
+        };
+        Replayer {
+            workload,
+            device: self.device.clone(),
+            fit: self.fit.clone(),
+            env,
+            recorded_scheduler: self.recorded_scheduler.clone(),
+            notes: self.notes.clone(),
+            recorded_requests: self.recorded_requests.clone(),
+        }
+    }
+
     /// The recorded scheduler as a configuration with its recorded tunables (and the
     /// queue's, [`Replayer::effective_settings`]).
     pub fn recorded_config(&self) -> Option<Config> {
