@@ -76,9 +76,10 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "SCHED")]
     pub sched: Option<String>,
     /// A tunable (sysfs name, e.g. slice_idle=0, low_latency=0, fifo_batch=1), or a model
-    /// switch (kernel=5.2, depth=32, nomerges=2, iodepth=256, cgroups=0; continue=0|1|auto:
-    /// continue time-bounded regular processes, such as fio --runtime jobs, to their end,
-    /// default auto: where the trace shows such a job). Repeatable.
+    /// switch (kernel=5.2, depth=32, nomerges=2, iodepth=256, cgroups=0; ioprio=be/5: every
+    /// process at that I/O priority; continue=0|1|auto: continue time-bounded regular
+    /// processes, such as fio --runtime jobs, to their end, default auto: where the trace
+    /// shows such a job). Repeatable.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
     /// Several configurations side by side, the recording first: `bfq,mq-deadline,bfq:slice_idle=0`.

@@ -480,6 +480,13 @@ pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
                 est.what_if, est.predicted_mb_s, est.measured_mb_s, est.change_pct
             );
         }
+        for est in &f.alternatives {
+            let _ = writeln!(
+                out,
+                "     => or with {}: {:.3} MB/s ({:+.0}%)",
+                est.what_if, est.predicted_mb_s, est.change_pct
+            );
+        }
     }
     let _ = writeln!(out, "\n{}", e.verdict);
     out

@@ -24,6 +24,9 @@ pub struct ScenarioArgs {
     /// Record the BFQ runs with `--sched-log` (BFQ's own decision log in the recording).
     #[arg(long)]
     sched_log: bool,
+    /// Only these runs (their labels, e.g. `bfq-ll1-2j,none-2j`).
+    #[arg(long, value_name = "LABEL,...", value_delimiter = ',')]
+    runs: Vec<String>,
     #[command(flatten)]
     bin: BinArgs,
 }
@@ -34,7 +37,18 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<()> {
         "it mounts FUSE, attaches a loop device and loads eBPF programs",
     )?;
     scratch::catch_interrupts()?;
-    let scenario = scenario::by_name(&args.name).context("unknown scenario")?;
+    let mut scenario = scenario::by_name(&args.name).context("unknown scenario")?;
+    if !args.runs.is_empty() {
+        let known: Vec<&str> = scenario.runs.iter().map(|r| r.label.as_str()).collect();
+        if let Some(unknown) = args.runs.iter().find(|l| !known.contains(&l.as_str())) {
+            anyhow::bail!(
+                "scenario {} has no run {unknown:?} (its runs: {})",
+                scenario.name,
+                known.join(", ")
+            );
+        }
+        scenario.runs.retain(|r| args.runs.contains(&r.label));
+    }
     let tools = Tools {
         trace_bin: args.bin.resolve()?,
         daemon_bin: disk::build_daemon()?,

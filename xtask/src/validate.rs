@@ -205,7 +205,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
             for e in explained
                 .findings
                 .iter()
-                .filter_map(|f| f.estimate.as_ref())
+                .flat_map(|f| f.estimate.iter().chain(&f.alternatives))
             {
                 for real in whatif::realising_runs(&planned.runs, run, &e.what_if) {
                     let (Some(est), Some(fixed), Some(base)) = (

@@ -29,6 +29,9 @@ pub struct Run {
     /// "0")`, `("nomerges", "2")`.
     pub settings: Vec<(&'static str, String)>,
     pub workload: Workload,
+    /// The workload's I/O priority as the model's `ioprio=` switch spells it (`be/5`);
+    /// `None`: the default (nice 0, no priority set), whatever the caller's.
+    pub ioprio: Option<&'static str>,
 }
 
 /// What runs against the emulated disk while the recorder records.
@@ -108,6 +111,7 @@ fn define(
         scheduler,
         settings: settings.iter().map(|&(a, v)| (a, v.to_owned())).collect(),
         workload,
+        ioprio: None,
     }
 }
 
@@ -125,30 +129,46 @@ pub fn multi_reader() -> Scenario {
         ("mq-deadline", "mq-deadline", &[]),
         ("none", "none", &[]),
     ];
+    let read = |jobs: u32| {
+        let numjobs = format!("--numjobs={jobs}");
+        fio(&[
+            "--name=seqread",
+            "--rw=read",
+            "--bs=4k",
+            "--direct=1",
+            "--ioengine=libaio",
+            "--iodepth=1",
+            &numjobs,
+            "--size=100m",
+            "--offset_increment=100m",
+            "--runtime=3",
+            "--time_based",
+            "--group_reporting",
+        ])
+    };
     let mut runs = Vec::new();
     for (name, scheduler, settings) in configs {
         for jobs in [1, 2, 4, 8] {
-            let numjobs = format!("--numjobs={jobs}");
             runs.push(define(
                 format!("{name}-{jobs}j"),
                 scheduler,
                 settings,
-                fio(&[
-                    "--name=seqread",
-                    "--rw=read",
-                    "--bs=4k",
-                    "--direct=1",
-                    "--ioengine=libaio",
-                    "--iodepth=1",
-                    &numjobs,
-                    "--size=100m",
-                    "--offset_increment=100m",
-                    "--runtime=3",
-                    "--time_based",
-                    "--group_reporting",
-                ]),
+                read(jobs),
             ));
         }
+    }
+    // BFQ (5.12+) raises only default-priority queues: the readers one level lower, with
+    // low_latency on (explain's per-process alternative to low_latency=0).
+    for jobs in [2, 8] {
+        runs.push(Run {
+            ioprio: Some("be/5"),
+            ..define(
+                format!("bfq-ll1-be5-{jobs}j"),
+                "bfq",
+                &[("iosched/low_latency", "1")],
+                read(jobs),
+            )
+        });
     }
     Scenario {
         name: "multi-reader",

@@ -49,6 +49,8 @@ pub enum ScenarioError {
     Unknown(String),
     #[error("interrupted")]
     Interrupted,
+    #[error("I/O priority {0:?}: expected be/N or rt/N (N 0-7), or idle")]
+    Priority(String),
     #[error("run {label}: {source}")]
     InRun {
         label: String,
@@ -221,6 +223,8 @@ fn run_one(
         disk.set_queue(attr, value)?;
     }
 
+    let ioprio = ioprio_value(run.ioprio)
+        .ok_or_else(|| ScenarioError::Priority(run.ioprio.unwrap_or_default().to_owned()))?;
     let recording = out_dir.join(format!("{}.istrace", run.label));
     let _ = fs::remove_file(&recording);
     let record_options: &[&str] = if options.sched_log && run.scheduler == "bfq" {
@@ -238,7 +242,7 @@ fn run_one(
                 .arg(format!("--output={}", fio_out.display()));
             let recorder =
                 Recorder::start(&tools.trace_bin, disk.name(), &recording, record_options)?;
-            let secs = timed(&mut cmd)?;
+            let secs = timed(&mut cmd, ioprio)?;
             recorder.stop()?;
             let text = fs::read_to_string(&fio_out)
                 .map_err(io_err(format!("reading {}", fio_out.display())))?;
@@ -264,7 +268,7 @@ fn run_one(
             ]);
             let recorder =
                 Recorder::start(&tools.trace_bin, disk.name(), &recording, record_options)?;
-            let secs = timed(&mut cmd)?;
+            let secs = timed(&mut cmd, ioprio)?;
             recorder.stop()?;
             (secs, None)
         }
@@ -283,7 +287,7 @@ fn run_one(
             cmd.args(["-c", &script]);
             let recorder =
                 Recorder::start(&tools.trace_bin, disk.name(), &recording, record_options)?;
-            let secs = timed(&mut cmd)?;
+            let secs = timed(&mut cmd, ioprio)?;
             recorder.stop()?;
             drop(cgroup);
             fs.unmount()?;
@@ -355,8 +359,8 @@ fn output(cmd: &mut Command) -> Result<String, ScenarioError> {
 }
 
 /// Runs the workload `cmd` to completion; its wall time in seconds.
-fn timed(cmd: &mut Command) -> Result<f64, ScenarioError> {
-    at_default_priority(cmd);
+fn timed(cmd: &mut Command, ioprio: libc::c_long) -> Result<f64, ScenarioError> {
+    at_priority(cmd, ioprio);
     let start = Instant::now();
     let out = cmd
         .stdin(Stdio::null())
@@ -368,24 +372,43 @@ fn timed(cmd: &mut Command) -> Result<f64, ScenarioError> {
     Ok(secs)
 }
 
-/// The workload runs at nice 0 and the default I/O priority, whatever the caller's. BFQ
-/// weighs each queue by its process's I/O priority, which a process that set none takes
-/// from its nice value, and since 5.12 it weight-raises only queues of the default weight
-/// (best-effort 4). A test bed started under `nice -n 10` recorded every workload at
-/// best-effort 6: there BFQ with low_latency=1 served two sequential readers at 17 MB/s,
-/// where at the default priority they preempt each other down to 0.6 MB/s.
-fn at_default_priority(cmd: &mut Command) {
+/// `ioprio_set(2)`'s value of a run's I/O priority (`be/5`, `rt/0`, `idle`, as the model's
+/// `ioprio=` switch spells it); `None`: class none, level 0 (the priority follows nice).
+fn ioprio_value(spec: Option<&str>) -> Option<libc::c_long> {
+    let Some(spec) = spec else {
+        return Some(0);
+    };
+    let level = |n: &str| {
+        n.parse::<libc::c_long>()
+            .ok()
+            .filter(|n| (0..8).contains(n))
+    };
+    match spec.split_once('/') {
+        Some(("rt", n)) => Some((1 << 13) | level(n)?),
+        Some(("be", n)) => Some((2 << 13) | level(n)?),
+        None if spec == "idle" => Some(3 << 13),
+        _ => None,
+    }
+}
+
+/// The workload runs at nice 0 and the run's I/O priority (`ioprio`, [`ioprio_value`]),
+/// whatever the caller's. BFQ weighs each queue by its process's I/O priority, which a
+/// process that set none takes from its nice value, and since 5.12 it weight-raises only
+/// queues of the default weight (best-effort 4). A test bed started under `nice -n 10`
+/// recorded every workload at best-effort 6: there BFQ with low_latency=1 served two
+/// sequential readers at 17 MB/s, where at the default priority they preempt each other
+/// down to 0.6 MB/s.
+fn at_priority(cmd: &mut Command, ioprio: libc::c_long) {
     use std::os::unix::process::CommandExt as _;
     const IOPRIO_WHO_PROCESS: libc::c_long = 1;
     // SAFETY: between fork and exec the closure makes two system calls (setpriority(2),
     // ioprio_set(2)), which are async-signal-safe, and allocates nothing unless one fails.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             if libc::setpriority(libc::PRIO_PROCESS, 0, 0) != 0 {
                 return Err(io::Error::last_os_error());
             }
-            // Class none, level 0: the priority follows nice again (0: best-effort 4).
-            if libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, 0) != 0 {
+            if libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, ioprio) != 0 {
                 return Err(io::Error::last_os_error());
             }
             Ok(())
@@ -652,7 +675,7 @@ mod tests {
     use super::*;
 
     /// A workload started from a process at another I/O priority (and, as root, another
-    /// nice value) runs at the default ones.
+    /// nice value) runs at the default ones, or at its run's.
     #[test]
     fn workloads_run_at_the_default_priority() {
         let root = unsafe { libc::geteuid() } == 0;
@@ -671,12 +694,36 @@ mod tests {
                 Ok(())
             });
         }
-        at_default_priority(&mut cmd);
+        let mut be5 = Command::new("sh");
+        be5.args(["-c", "ionice -p $$"]);
+        at_priority(&mut cmd, ioprio_value(None).unwrap());
+        at_priority(&mut be5, ioprio_value(Some("be/5")).unwrap());
         let out = cmd.output().expect("sh runs");
         assert!(out.status.success(), "{out:?}");
         let text = String::from_utf8_lossy(&out.stdout);
         let mut lines = text.lines();
         assert_eq!(lines.next(), Some("none: prio 0"), "{text}");
         assert_eq!(lines.next(), Some("0"), "{text}");
+        let out = be5.output().expect("sh runs");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "best-effort: prio 5\n"
+        );
+    }
+
+    #[test]
+    fn run_priorities_are_spelt_as_the_models_switch() {
+        assert_eq!(ioprio_value(Some("rt/0")), Some(1 << 13));
+        assert_eq!(ioprio_value(Some("idle")), Some(3 << 13));
+        for bad in ["be/8", "be", "none", "be/x"] {
+            assert_eq!(ioprio_value(Some(bad)), None, "{bad}");
+        }
+        // Every scenario's runs have a priority the runner can set.
+        for name in crate::scenario::NAMES {
+            let s = crate::scenario::by_name(name).unwrap();
+            for run in &s.runs {
+                assert!(ioprio_value(run.ioprio).is_some(), "{name} {}", run.label);
+            }
+        }
     }
 }

@@ -74,6 +74,7 @@ pub fn plan(scenario: &Scenario) -> (Scenario, Vec<Group>) {
                     scheduler: sched,
                     settings: shared_settings.clone(),
                     workload: first.workload.clone(),
+                    ioprio: None,
                 });
             }
         }
@@ -141,6 +142,7 @@ pub fn replay_spec(run: &Run) -> String {
         .settings
         .iter()
         .map(|(a, v)| format!("{}={v}", a.trim_start_matches("iosched/")))
+        .chain(run.ioprio.map(|p| format!("ioprio={p}")))
         .collect();
     if pairs.is_empty() {
         run.scheduler.to_owned()

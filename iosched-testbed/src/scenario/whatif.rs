@@ -20,6 +20,8 @@ pub struct Finding {
     pub cause: String,
     pub title: String,
     pub estimate: Option<Estimate>,
+    /// Other fixes of the same cause, each with its estimate.
+    pub alternatives: Vec<Estimate>,
     pub latency_estimate: Option<LatencyEstimate>,
 }
 
@@ -91,18 +93,15 @@ fn parse(v: &Value) -> Option<Explained> {
         .map(|f| Finding {
             cause: text(f, "cause"),
             title: text(f, "title"),
-            estimate: f.get("estimate").filter(|e| !e.is_null()).map(|e| {
-                let num = |k: &str| e.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-                Estimate {
-                    what_if: text(e, "what_if"),
-                    measured_mb_s: num("measured_mb_s"),
-                    predicted_mb_s: num("predicted_mb_s"),
-                    if_unseen_latency_mb_s: e
-                        .get("if_unseen_latency")
-                        .and_then(|l| l.get("predicted_mb_s"))
-                        .and_then(Value::as_f64),
-                }
-            }),
+            estimate: f
+                .get("estimate")
+                .filter(|e| !e.is_null())
+                .map(parse_estimate),
+            alternatives: f
+                .get("alternatives")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().map(parse_estimate).collect())
+                .unwrap_or_default(),
             latency_estimate: f.get("latency_estimate").filter(|e| !e.is_null()).map(|e| {
                 let num = |k: &str| e.get(k).and_then(Value::as_f64).unwrap_or(0.0);
                 LatencyEstimate {
@@ -117,6 +116,23 @@ fn parse(v: &Value) -> Option<Explained> {
         verdict: text(v, "verdict"),
         findings,
     })
+}
+
+fn parse_estimate(e: &Value) -> Estimate {
+    let num = |k: &str| e.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+    Estimate {
+        what_if: e
+            .get("what_if")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        measured_mb_s: num("measured_mb_s"),
+        predicted_mb_s: num("predicted_mb_s"),
+        if_unseen_latency_mb_s: e
+            .get("if_unseen_latency")
+            .and_then(|l| l.get("predicted_mb_s"))
+            .and_then(Value::as_f64),
+    }
 }
 
 /// A model configuration: `bfq`, `mq-deadline:nomerges=0`, `bfq:slice_idle=0,low_latency=0`.
@@ -144,12 +160,17 @@ pub fn realising_runs<'a>(runs: &'a [Run], from: &Run, spec: &str) -> Vec<&'a Ru
     let Some((sched, fix)) = parse_spec(spec) else {
         return Vec::new();
     };
+    // The model's `ioprio=` switch is the workload's priority, not a queue setting.
     let setting = |run: &Run, key: &str| -> Option<String> {
+        if key == "ioprio" {
+            return run.ioprio.map(str::to_owned);
+        }
         run.settings
             .iter()
             .find(|(k, _)| *k == key || k.strip_prefix("iosched/") == Some(key))
             .map(|(_, v)| v.clone())
     };
+    let fixes_ioprio = fix.iter().any(|(k, _)| *k == "ioprio");
     let queue_settings = |run: &Run| -> Vec<(&'static str, String)> {
         let mut q: Vec<_> = run
             .settings
@@ -168,6 +189,7 @@ pub fn realising_runs<'a>(runs: &'a [Run], from: &Run, spec: &str) -> Vec<&'a Ru
                 .all(|(k, v)| setting(r, k).as_deref() == Some(*v))
         })
         .filter(|r| queue_settings(r) == queue_settings(from))
+        .filter(|r| fixes_ioprio || r.ioprio == from.ioprio)
         .collect()
 }
 
@@ -206,6 +228,16 @@ mod tests {
             labels(realising_runs(&s.runs, from, "bfq:low_latency=0")),
             ["bfq-ll0-4j"]
         );
+        // A run at another I/O priority realises only a what-if that sets it.
+        let from = s.runs.iter().find(|r| r.label == "bfq-ll1-2j").unwrap();
+        assert_eq!(
+            labels(realising_runs(&s.runs, from, "bfq:ioprio=be/5")),
+            ["bfq-ll1-be5-2j"]
+        );
+        let from = s.runs.iter().find(|r| r.label == "none-2j").unwrap();
+        let mut bfq = labels(realising_runs(&s.runs, from, "bfq"));
+        bfq.sort_unstable();
+        assert_eq!(bfq, ["bfq-ll0-2j", "bfq-ll1-2j"]);
         let s = by_name("single-reader-idle").unwrap();
         let from = s.runs.iter().find(|r| r.label == "bfq-idle8").unwrap();
         assert_eq!(
@@ -233,6 +265,12 @@ mod tests {
                  "estimate": {"what_if": "mq-deadline:nomerges=0", "measured_mb_s": 10.0,
                               "predicted_mb_s": 15.0, "change_pct": 50.0}},
                 {"cause": "seek_bound", "title": "s", "evidence": [], "estimate": null},
+                {"cause": "weight_raising_costs_throughput", "title": "w", "evidence": [],
+                 "estimate": {"what_if": "bfq:low_latency=0", "measured_mb_s": 1.0,
+                              "predicted_mb_s": 20.0, "change_pct": 1900.0},
+                 "alternatives": [{"what_if": "bfq:ioprio=be/5", "measured_mb_s": 1.0,
+                                   "predicted_mb_s": 18.0, "change_pct": 1700.0,
+                                   "if_unseen_latency": {"predicted_mb_s": 12.0}}]},
                 {"cause": "slices_too_long", "title": "l", "evidence": [], "estimate": null,
                  "latency_estimate": {"what_if": "mq-deadline", "process": "fio(7)",
                                       "measured_p99_q2c_ms": 3000.0,
@@ -241,8 +279,15 @@ mod tests {
             ]
         });
         let e = parse(&v).unwrap();
-        assert_eq!(e.findings.len(), 3);
-        let l = e.findings[2].latency_estimate.as_ref().unwrap();
+        assert_eq!(e.findings.len(), 4);
+        let [alt] = &e.findings[2].alternatives[..] else {
+            panic!("{:?}", e.findings[2])
+        };
+        assert_eq!(alt.what_if, "bfq:ioprio=be/5");
+        assert_eq!(alt.factor(), Some(18.0));
+        assert_eq!(alt.factor_if_unseen_latency(), Some(12.0));
+        assert!(e.findings[0].alternatives.is_empty());
+        let l = e.findings[3].latency_estimate.as_ref().unwrap();
         assert_eq!(l.what_if, "mq-deadline");
         // The worst process under the fix, against the worst as recorded.
         assert_eq!(l.factor(), Some(250.0 / 3000.0));

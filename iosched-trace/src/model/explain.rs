@@ -79,6 +79,9 @@ pub struct Finding {
     pub estimate: Option<Estimate>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_estimate: Option<LatencyEstimate>,
+    /// Other fixes of the same cause, with the model's estimate of each (as `estimate`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub alternatives: Vec<Estimate>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -285,6 +288,7 @@ pub fn explain(
                     evidence,
                     estimate: Some(est),
                     latency_estimate: None,
+                    alternatives: Vec::new(),
                 });
                 continue;
             }
@@ -337,6 +341,7 @@ pub fn explain(
                 evidence,
                 estimate: Some(est),
                 latency_estimate: None,
+                alternatives: Vec::new(),
             });
         }
         // Since 5.3 BFQ finds a queue's waker and injects its I/O while idling for the
@@ -367,6 +372,7 @@ pub fn explain(
                     )],
                     estimate: None,
                     latency_estimate: None,
+                    alternatives: Vec::new(),
                 });
             }
         }
@@ -414,6 +420,7 @@ pub fn explain(
                         predicted_p99_q2c_ms: alt_p99,
                         predicted_worst_p99_q2c_ms: alt_worst,
                     }),
+                    alternatives: Vec::new(),
                 });
             }
         }
@@ -459,6 +466,7 @@ pub fn explain(
                 )],
                 estimate: Some(e),
                 latency_estimate: None,
+                alternatives: Vec::new(),
             });
         }
     }
@@ -484,6 +492,7 @@ pub fn explain(
             )],
             estimate: None,
             latency_estimate: None,
+            alternatives: Vec::new(),
         });
     }
 
@@ -539,6 +548,7 @@ pub fn explain(
                 evidence,
                 estimate: Some(e),
                 latency_estimate: None,
+                alternatives: Vec::new(),
             });
         }
     }
@@ -662,6 +672,7 @@ fn merges_if_deeper(
         ],
         estimate: Some(e),
         latency_estimate: None,
+        alternatives: Vec::new(),
     }))
 }
 
@@ -840,6 +851,7 @@ fn cfq_idling(r: &Replayer, base: &Run, recorded: &Summary) -> Result<Vec<Findin
             evidence,
             estimate: Some(est.clone()),
             latency_estimate: None,
+            alternatives: Vec::new(),
         });
     }
     Ok(findings)
@@ -1080,6 +1092,7 @@ fn throttle_finding(
         evidence,
         estimate: Some(est),
         latency_estimate: None,
+        alternatives: Vec::new(),
     }
 }
 
@@ -1147,8 +1160,9 @@ fn weight_raising_costs(
         ));
     }
     evidence.push(off_line);
-    if let Some(line) = lower_priority_alternative(r, base_cfg, base, recorded)? {
-        evidence.push(line);
+    let alternative = lower_priority_alternative(r, base_cfg, base, recorded, unseen)?;
+    if let Some((line, _)) = &alternative {
+        evidence.push(line.clone());
     }
     // As for another scheduler: where the recording hid the per-request latency, the other
     // end of the estimate has it (a streaming queue pays it on every request).
@@ -1187,6 +1201,7 @@ fn weight_raising_costs(
         evidence,
         estimate: Some(est),
         latency_estimate: None,
+        alternatives: alternative.and_then(|(_, e)| e).into_iter().collect(),
     }))
 }
 
@@ -1196,14 +1211,17 @@ const IOPRIO_BE5: u16 = (2 << 13) | 5;
 /// Since 5.12 BFQ raises only queues of the default weight ("the user wanted to control
 /// its weight explicitly" otherwise), so a lower I/O priority on the raised processes alone
 /// spares them the raising, and leaves the low-latency heuristics on for every other
-/// process of the device: the per-process alternative to low_latency=0. The model's effect
-/// of it, when all the raised processes ran at the default priority.
+/// process of the device: the per-process alternative to low_latency=0. When all the raised
+/// processes ran at the default priority: the model's effect of it as an evidence line, and,
+/// when they are every process of the device, as an estimate (`ioprio=be/5`, which a run of
+/// the whole workload under `ionice -c2 -n5` realises).
 fn lower_priority_alternative(
     r: &Replayer,
     base_cfg: &Config,
     base: &Run,
     recorded: &Summary,
-) -> Result<Option<String>, ReplayError> {
+    unseen: Option<&(Replayer, Run)>,
+) -> Result<Option<(String, Option<Estimate>)>, ReplayError> {
     if r.env.kernel < 5012 {
         return Ok(None);
     }
@@ -1226,8 +1244,28 @@ fn lower_priority_alternative(
         return Ok(None);
     }
     let raised: Vec<u32> = raised.into_iter().collect();
-    let lowered = r.with_ioprio(&raised, IOPRIO_BE5).run(base_cfg)?;
-    let e = estimate(&lowered, base, recorded, &[]);
+    let every = raised.len() == streams.len();
+    let (lowered, est) = if every {
+        let mut cfg = base_cfg.clone();
+        cfg.settings.0.insert("ioprio".into(), "be/5".into());
+        cfg.label = format!("{}:ioprio=be/5", base_cfg.sched.name());
+        let run = r.run(&cfg)?;
+        let mut est = estimate(&run, base, recorded, &[]);
+        if let Some((lr, lb)) = unseen {
+            let le = estimate(&lr.run(&cfg)?, lb, recorded, &[]);
+            est.if_unseen_latency = Some(IfLatency {
+                latency_ns: UNSEEN_LATENCY_NS,
+                predicted_mb_s: le.predicted_mb_s,
+                change_pct: le.change_pct,
+            });
+        }
+        (run, Some(est))
+    } else {
+        (r.with_ioprio(&raised, IOPRIO_BE5).run(base_cfg)?, None)
+    };
+    let e = est
+        .clone()
+        .unwrap_or_else(|| estimate(&lowered, base, recorded, &[]));
     let mut pids: Vec<u32> = raised
         .iter()
         .filter_map(|&s| streams.get(s as usize).map(|st| st.pid))
@@ -1235,7 +1273,7 @@ fn lower_priority_alternative(
     pids.sort_unstable();
     let shown: Vec<String> = pids.iter().take(4).map(u32::to_string).collect();
     let more = if pids.len() > 4 { " ..." } else { "" };
-    Ok(Some(format!(
+    let line = format!(
         "model: the {} raised process(es) at I/O priority best-effort 5 instead of the \
          default (`ionice -c2 -n5 -p {}{more}`), low_latency left on for the rest: {:.3} MB/s \
          ({:+.0}%); since 5.12 BFQ raises no queue whose weight the user set",
@@ -1243,7 +1281,8 @@ fn lower_priority_alternative(
         shown.join(" "),
         e.predicted_mb_s,
         e.change_pct
-    )))
+    );
+    Ok(Some((line, est)))
 }
 
 /// Kyber: requests that waited in a domain whose tokens had run out.

@@ -530,6 +530,14 @@ impl Replayer {
 
     /// Replays under `cfg`.
     pub fn run(&self, cfg: &Config) -> Result<Run, ReplayError> {
+        if let Some(ioprio) = cfg.settings.ioprio("ioprio")? {
+            let every: Vec<u32> = (0..self.workload.streams.len() as u32).collect();
+            let mut plain = cfg.clone();
+            let spelt = plain.settings.0.remove("ioprio").expect("read above");
+            let mut run = self.with_ioprio(&every, ioprio).run(&plain)?;
+            run.config.settings.0.insert("ioprio".into(), spelt);
+            return Ok(run);
+        }
         let settings = self.effective_settings(cfg);
         let sim_cfg = self.sim_config(cfg.sched, &settings, true)?;
         let scheduler = sched::build(cfg.sched, &settings, &self.env)?;

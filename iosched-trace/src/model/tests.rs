@@ -995,6 +995,13 @@ fn explain_offers_a_lower_priority_for_the_raised_readers() {
         gain > 500.0 && (gain - off).abs() < 0.1 * off,
         "{line} vs {off}"
     );
+    // Both readers were raised, and they are the whole workload: a what-if a run of the
+    // workload under `ionice -c2 -n5` realises.
+    let [alt] = &f.alternatives[..] else {
+        panic!("{:?}", f.alternatives)
+    };
+    assert_eq!(alt.what_if, "bfq:ioprio=be/5");
+    assert!((alt.change_pct - gain).abs() < 1.0, "{alt:?} vs {line}");
 
     let be5 = |w: &mut Workload| {
         for s in &mut w.streams {
@@ -1011,8 +1018,27 @@ fn explain_offers_a_lower_priority_for_the_raised_readers() {
     assert_eq!(r.env.kernel, 5011);
     let f = finding(&e).unwrap_or_else(|| panic!("{:#?}", e.findings));
     assert!(
-        f.evidence.iter().all(|l| !l.contains("ionice")),
+        f.evidence.iter().all(|l| !l.contains("ionice")) && f.alternatives.is_empty(),
         "{:?}",
         f.evidence
     );
+}
+
+/// `ioprio=` spells an I/O priority as ionice does; anything else is refused by name.
+#[test]
+fn the_ioprio_switch_reads_ionice_classes() {
+    let s = |v: &str| {
+        let mut st = Settings::default();
+        st.0.insert("ioprio".into(), v.into());
+        st.ioprio("ioprio")
+    };
+    assert_eq!(s("be/5").unwrap(), Some((2 << 13) | 5));
+    assert_eq!(s("rt/0").unwrap(), Some(1 << 13));
+    assert_eq!(s("idle").unwrap(), Some(3 << 13));
+    assert_eq!(s("none").unwrap(), Some(0));
+    for bad in ["be/8", "be", "best-effort/5", "be/-1", ""] {
+        let e = s(bad).unwrap_err().to_string();
+        assert!(e.contains("ioprio") && e.contains("be/N"), "{bad}: {e}");
+    }
+    assert_eq!(Settings::default().ioprio("ioprio").unwrap(), None);
 }

@@ -531,6 +531,27 @@ impl Settings {
         }
     }
 
+    /// An I/O priority as `ioprio_set(2)` takes it, from `be/N` (best-effort, N 0-7),
+    /// `rt/N` (real-time), `idle`, or `none` (the priority follows the nice value).
+    pub fn ioprio(&self, key: &str) -> Result<Option<u16>, SettingError> {
+        let Some(v) = self.0.get(key) else {
+            return Ok(None);
+        };
+        let bad = || SettingError::Bad {
+            key: key.into(),
+            value: v.clone(),
+            why: "expected be/N or rt/N (N 0-7), idle or none",
+        };
+        let level = |n: &str| n.parse::<u16>().ok().filter(|&n| n < 8).ok_or_else(bad);
+        Ok(Some(match v.split_once('/') {
+            Some(("rt", n)) => (1 << 13) | level(n)?,
+            Some(("be", n)) => (2 << 13) | level(n)?,
+            None if v == "idle" => 3 << 13,
+            None if v == "none" => 0,
+            _ => return Err(bad()),
+        }))
+    }
+
     /// A kernel version `major.minor` (e.g. `5.2`, `6.18.0-1-amd64`), as major*1000+minor.
     pub fn kernel_or(&self, key: &str, default: u32) -> Result<u32, SettingError> {
         match self.0.get(key) {
@@ -550,12 +571,14 @@ pub const OWN_GROUP_CGROUP: u64 = u64::MAX - 1;
 /// Keys the simulator itself takes, whatever the scheduler.
 /// `own_group=COMM`: the processes named COMM were in a cgroup of their own (a v1 `blkio`
 /// group is invisible to a recording, which sees cgroup v2 ids; seed 001's dd).
+/// `ioprio=be/5`: every process at that I/O priority (as after `ionice -c2 -n5`).
 pub const SIM_KEYS: &[&str] = &[
     "depth",
     "nr_requests",
     "nomerges",
     "max_sectors_kb",
     "own_group",
+    "ioprio",
     "iodepth",
     "wbt_limit",
     "wbt_drain",
