@@ -14,7 +14,7 @@ use crate::analysis::Report;
 
 use super::{
     replay::{self, Config, ReplayError, Replayer, Run, Summary},
-    sched::{Decision, IdleReason, InjectWhy, SchedKind, Settings},
+    sched::{Decision, ExpireReason, IdleReason, InjectWhy, SchedKind, Settings},
 };
 
 /// Findings below this estimated change are not worth a line.
@@ -382,6 +382,9 @@ pub fn explain(
         if let Some(f) =
             weight_raising_costs(r, &base_cfg, &base, unseen.as_ref(), recorded, &findings)?
         {
+            findings.push(f);
+        }
+        if let Some(f) = preemption_storm(r, &base_cfg, &base, recorded, &findings)? {
             findings.push(f);
         }
         // Slices too long for the number of processes.
@@ -1202,6 +1205,107 @@ fn weight_raising_costs(
         estimate: Some(est),
         latency_estimate: None,
         alternatives: alternative.and_then(|(_, e)| e).into_iter().collect(),
+    }))
+}
+
+/// BFQ's queues taking the disk from one another without raised weights. A queue expired
+/// while it waited for its process's next request (too idle, or itself preempted) is marked
+/// `non_blocking_wait_rq`; when that request comes within 3 x slice_idle of its last
+/// completion and its budget has room, it preempts the queue in service
+/// (`bfq_bfqq_update_budg_for_activation`). Two sequential readers then alternate at every
+/// request, a seek each, until a budget runs out. One pause longer than slice_idle (a
+/// process kept off the CPU for 8 ms) is enough to start it. The what-if: slice_idle
+/// doubled, long enough for the pause that started it.
+fn preemption_storm(
+    r: &Replayer,
+    base_cfg: &Config,
+    base: &Run,
+    recorded: &Summary,
+    findings: &[Finding],
+) -> Result<Option<Finding>, ReplayError> {
+    let preempted = |run: &Run| {
+        run.decision_counts
+            .expirations
+            .get("preempted")
+            .copied()
+            .unwrap_or(0)
+    };
+    let all: u64 = base.decision_counts.expirations.values().sum();
+    let n = preempted(base);
+    if base.decision_counts.raises > 0
+        || n < 20
+        || 2 * n < all
+        || findings
+            .iter()
+            .any(|f| f.cause == "weight_raising_costs_throughput")
+    {
+        return Ok(None);
+    }
+    // The first expiration that left a queue waiting for a request: where the storm began.
+    let start = base.decisions.iter().find_map(|d| match d.d {
+        Decision::Expire {
+            stream,
+            reason: ExpireReason::TooIdle,
+            ..
+        } => Some((d.t, stream)),
+        _ => None,
+    });
+    let slice_idle_ms: u64 = base
+        .config
+        .settings
+        .0
+        .get("slice_idle")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let mut evidence = vec![format!(
+        "model: {n} of BFQ's {all} service slots ended by preemption, and no queue had a \
+         raised weight: a queue expired while it waited for its process's next request \
+         takes the disk back when that request comes within {} ms (3 x slice_idle) and its \
+         budget has room, from a queue whose next request is on its way too; a switch, and \
+         on a disk a seek, per request",
+        3 * slice_idle_ms
+    )];
+    if let Some((t, s)) = start {
+        evidence.push(format!(
+            "model: it began at {:.3} s, when {}'s queue expired too idle (its process paused \
+             longer than slice_idle, {slice_idle_ms} ms)",
+            (t - base.decisions.first().map_or(t, |d| d.t)) as f64 / 1e9,
+            r.workload.stream_name(s)
+        ));
+    }
+    let what_if = format!("bfq:slice_idle={}", 2 * slice_idle_ms.max(1));
+    let mut longer = base_cfg.clone();
+    longer
+        .settings
+        .0
+        .insert("slice_idle".into(), (2 * slice_idle_ms.max(1)).to_string());
+    longer.label = what_if.clone();
+    let fixed = r.run(&longer)?;
+    let est = estimate(&fixed, base, recorded, &[]);
+    evidence.push(format!(
+        "model: with {what_if}, {} preemptions and {:.3} MB/s instead of {:.3}",
+        preempted(&fixed),
+        fixed.summary.mb_per_s,
+        base.summary.mb_per_s
+    ));
+    let helps = est.change_pct >= MIN_EFFECT_PCT;
+    Ok(Some(Finding {
+        cause: "preemption_storm",
+        title: if helps {
+            format!(
+                "BFQ's queues preempt each other at almost every request, without raised \
+                 weights: with a longer slice_idle ({what_if}) the model predicts {:.0}% more",
+                est.change_pct
+            )
+        } else {
+            "BFQ's queues preempt each other at almost every request, without raised \
+             weights; a longer slice_idle would not stop it"
+                .to_owned()
+        },
+        evidence,
+        estimate: helps.then_some(est),
+        latency_estimate: None,
+        alternatives: Vec::new(),
     }))
 }
 

@@ -1024,6 +1024,69 @@ fn explain_offers_a_lower_priority_for_the_raised_readers() {
     );
 }
 
+/// Two sequential readers at a non-default priority (never raised): BFQ streams each in
+/// turn, until one pauses once for longer than slice_idle. Its queue expires too idle and,
+/// its next request coming in time with budget left, takes the disk back from the other;
+/// from then on each preempts the other at every request. `explain` names the storm, where
+/// it began, and slice_idle doubled as the what-if (the pause fits in it: no storm). The same
+/// readers without the pause stream to the end: no such finding.
+#[test]
+fn explain_finds_a_preemption_storm_started_by_one_long_pause() {
+    let dev = seek_disk(100_000.0, 4_000.0);
+    let be5 = (2 << 13) | 5;
+    let readers = |pause_ns: Option<u64>| {
+        let mut w = empty_workload(vec![stream(10, "fio", 1), stream(11, "fio", 1)]);
+        w.device.rotational = Some(true);
+        for s in &mut w.streams {
+            s.ioprio = be5;
+        }
+        push_sequential_readers(&mut w, 600, 8, 100_000_000, THINK);
+        if let Some(pause) = pause_ns {
+            // The first reader's 200th request comes `pause` after its 199th completes.
+            let io = w
+                .ios
+                .iter()
+                .enumerate()
+                .filter(|(_, io)| io.stream == 0)
+                .nth(199);
+            let (i, _) = io.unwrap();
+            if let Trigger::AfterCompletion { delay, .. } = &mut w.ios[i].trigger {
+                *delay = pause;
+            }
+        }
+        w
+    };
+    let at_be5 = |w: &mut Workload| {
+        for s in &mut w.streams {
+            s.ioprio = be5;
+        }
+    };
+    let (_, e) =
+        traced_and_explained_as(&readers(Some(9_000_000)), &dev, SchedKind::Bfq, &[], at_be5);
+    let f = e
+        .findings
+        .iter()
+        .find(|f| f.cause == "preemption_storm")
+        .unwrap_or_else(|| panic!("{:#?}", e.findings));
+    let est = f.estimate.as_ref().unwrap();
+    assert_eq!(est.what_if, "bfq:slice_idle=16");
+    // A seek per 4 KiB against streaming: several times faster.
+    assert!(est.change_pct > 300.0, "{est:?}");
+    assert!(
+        f.evidence
+            .iter()
+            .any(|l| l.contains("fio(10)'s queue expired too idle")),
+        "{:?}",
+        f.evidence
+    );
+    let (_, e) = traced_and_explained_as(&readers(None), &dev, SchedKind::Bfq, &[], at_be5);
+    assert!(
+        e.findings.iter().all(|f| f.cause != "preemption_storm"),
+        "{:#?}",
+        e.findings
+    );
+}
+
 /// `ioprio=` spells an I/O priority as ionice does; anything else is refused by name.
 #[test]
 fn the_ioprio_switch_reads_ionice_classes() {
