@@ -643,31 +643,40 @@ impl<'a> Sim<'a> {
     }
 
     /// Wakes sleeping bios while requests are free: each tries a merge first (a woken
-    /// process submits its next bios normally), else takes a request.
+    /// process submits its next bios normally), else takes a request. A bio cut to the
+    /// first tags ([`TagDepth::FirstTags`]) waits for its own: the bios behind it of other
+    /// processes still try, those of its process stay asleep with it.
     fn unblock(&mut self) {
+        let mut waiting_for_first_tag: Vec<u32> = Vec::new();
+        let mut k = 0;
         while let Some(&Asleep {
             bio: i,
             queued,
             depth,
-        }) = self.blocked.front()
+        }) = self.blocked.get(k)
         {
             let io = self.w.ios[i as usize];
+            if waiting_for_first_tag.contains(&io.stream) {
+                k += 1;
+                continue;
+            }
             if !queued {
                 // Its process, awake, submits it now.
                 self.queued[i as usize] = self.now;
                 self.emit_bio(EventKind::Queue, i);
-                if let Some(front) = self.blocked.front_mut() {
-                    front.queued = true;
-                }
+                self.blocked[k].queued = true;
             }
             let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
             let merged = data && self.try_merge(i);
             if !merged {
                 let depth = depth.unwrap_or_else(|| self.tag_depth(i));
-                if let Some(front) = self.blocked.front_mut() {
-                    front.depth = Some(depth);
-                }
+                self.blocked[k].depth = Some(depth);
                 if self.no_request_for(i, depth) {
+                    if matches!(depth, TagDepth::FirstTags(_)) {
+                        waiting_for_first_tag.push(io.stream);
+                        k += 1;
+                        continue;
+                    }
                     break;
                 }
                 let rq = self.new_rq(i);
@@ -679,7 +688,7 @@ impl<'a> Sim<'a> {
                 // it could merge into it, when the driver has room.
                 self.run_queue();
             }
-            self.blocked.pop_front();
+            self.blocked.remove(k);
             self.blocked_of[io.stream as usize] -= 1;
             self.submitted(i);
         }
