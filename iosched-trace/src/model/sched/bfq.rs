@@ -39,13 +39,13 @@
 //!   (5.3+, `REQUEUE_EMPTY_PREEMPTED`).
 //!
 //! - the shallower request depths of async I/O and sync writes (`bfq_limit_depth`;
-//!   [`Scheduler::request_limit`]).
+//!   [`Scheduler::request_limit`]), and depth 1 for a queue (or its group) holding its
+//!   weight's share of them (`bfqq_request_over_limit`, 5.18+; [`Scheduler::depth_one_tags`]).
 //!
 //! Not modelled: time charging of slow queues, the inject-limit feedback, ioprio classes,
 //! the peak-rate estimator (the fitted device's sequential rate stands for it), queue
 //! merging triggered by a bio merge attempt (`bfq_allow_bio_merge`; only at request
-//! insertion here), the per-cgroup request limit of shared queues
-//! (`bfqq_request_over_limit`).
+//! insertion here), the idle tree's weights in the depth shares.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -2225,7 +2225,7 @@ impl Scheduler for Bfq {
     }
 
     /// `bfq_limit_depth` (5.18+, with cgroup support): a bio whose process's queue is over
-    /// its share of the depth ([`Bfq::request_over_limit`]) gets depth 1. Since 6.18
+    /// its share of the depth (`Bfq::request_over_limit`) gets depth 1. Since 6.18
     /// ("lib/sbitmap: convert shallow_depth from one word to the whole sbitmap") a depth
     /// counts over the whole bitmap: depth 1 is tag 0 alone; before, one tag a word. So a
     /// process that fills its limit sleeps for the one request holding tag 0, not for the
