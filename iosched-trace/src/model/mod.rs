@@ -37,6 +37,8 @@ mod lost_completion_tests;
 #[cfg(test)]
 mod merging_tests;
 #[cfg(test)]
+mod tag_depth_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod throttle_tests;

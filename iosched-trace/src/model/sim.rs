@@ -89,6 +89,28 @@ pub struct SimResult {
     pub wbt_waits: Vec<u64>,
 }
 
+/// The tag depth a bio's request allocation was given (`blk_mq_alloc_data.shallow_depth`),
+/// fixed at its first attempt: a bio asleep for a tag retries with the depth it went to
+/// sleep with (`blk_mq_get_tag` loops without calling `limit_depth` again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TagDepth {
+    /// As many requests as the scheduler lets its kind have ([`Scheduler::request_limit`]).
+    Limit,
+    /// Cut to 1 ([`Scheduler::depth_one_tags`]): only the first tag of the first `n` words.
+    FirstTags(u32),
+}
+
+/// A bio asleep in request allocation.
+#[derive(Clone, Copy, Debug)]
+struct Asleep {
+    bio: u32,
+    /// Queued (Q) already: the one that went to sleep was; those its process has yet to
+    /// submit after it are queued when it wakes.
+    queued: bool,
+    /// The depth of its first attempt, once it made one.
+    depth: Option<TagDepth>,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
     Arrive(u32),
@@ -142,10 +164,14 @@ struct Sim<'a> {
     rerun_at: Option<u64>,
     /// Requests allocated and not completed.
     live_requests: u32,
-    /// Bios asleep in request allocation, in arrival order, each with whether it was queued
-    /// (Q) already: the one that went to sleep was; those its process has yet to submit
-    /// after it are queued when it wakes. Per stream, how many.
-    blocked: std::collections::VecDeque<(u32, bool)>,
+    /// The request holding the first tag of each word of the tag bitmap
+    /// ([`super::sched::sbitmap_words`]), the only tags a bio whose depth the scheduler cut
+    /// to 1 may take. An allocation takes a free one before any other tag: once a search
+    /// starts past a word's allowed bits it wraps to the word's lowest free bit, and a
+    /// failed one restarts at tag 0 (`__sbitmap_get_word`, `update_alloc_hint_after_get`).
+    first_tags: Vec<Option<RqId>>,
+    /// Bios asleep in request allocation, in arrival order; per stream, how many.
+    blocked: std::collections::VecDeque<Asleep>,
     blocked_of: Vec<u32>,
     /// Bios asleep in wbt (as `blocked`, a queue of its own: wbt's wait queue is not the
     /// tags'), per stream how many of them, requests of tracked bios that exist, and per
@@ -320,6 +346,14 @@ pub fn run(
         timer_at: None,
         rerun_at: None,
         live_requests: 0,
+        first_tags: vec![
+            None;
+            if cfg.max_requests == u32::MAX {
+                0
+            } else {
+                super::sched::sbitmap_words(cfg.max_requests) as usize
+            }
+        ],
         blocked: Default::default(),
         blocked_of: vec![0; w.streams.len()],
         wbt_asleep: Default::default(),
@@ -541,7 +575,7 @@ impl<'a> Sim<'a> {
             if self.in_wbt[s] > 0 {
                 self.wbt_block(i, false);
             } else {
-                self.block(i, false);
+                self.block(i, false, None);
             }
             return;
         }
@@ -554,9 +588,10 @@ impl<'a> Sim<'a> {
                 self.wbt_block(i, true);
                 return;
             }
-            if self.no_request_for(i) {
+            let depth = self.tag_depth(i);
+            if self.no_request_for(i, depth) {
                 self.flush_plug(s);
-                self.block(i, true);
+                self.block(i, true, Some(depth));
                 return;
             }
             let rq = self.new_rq(i);
@@ -598,28 +633,50 @@ impl<'a> Sim<'a> {
         batch_continues
     }
 
-    fn block(&mut self, i: u32, queued: bool) {
+    fn block(&mut self, i: u32, queued: bool, depth: Option<TagDepth>) {
         self.blocked_of[self.w.ios[i as usize].stream as usize] += 1;
-        self.blocked.push_back((i, queued));
+        self.blocked.push_back(Asleep {
+            bio: i,
+            queued,
+            depth,
+        });
     }
 
     /// Wakes sleeping bios while requests are free: each tries a merge first (a woken
-    /// process submits its next bios normally), else takes a request.
+    /// process submits its next bios normally), else takes a request. A bio cut to the
+    /// first tags ([`TagDepth::FirstTags`]) waits for its own: the bios behind it of other
+    /// processes still try, those of its process stay asleep with it.
     fn unblock(&mut self) {
-        while let Some(&(i, queued)) = self.blocked.front() {
+        let mut waiting_for_first_tag: Vec<u32> = Vec::new();
+        let mut k = 0;
+        while let Some(&Asleep {
+            bio: i,
+            queued,
+            depth,
+        }) = self.blocked.get(k)
+        {
             let io = self.w.ios[i as usize];
+            if waiting_for_first_tag.contains(&io.stream) {
+                k += 1;
+                continue;
+            }
             if !queued {
                 // Its process, awake, submits it now.
                 self.queued[i as usize] = self.now;
                 self.emit_bio(EventKind::Queue, i);
-                if let Some(front) = self.blocked.front_mut() {
-                    front.1 = true;
-                }
+                self.blocked[k].queued = true;
             }
             let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
             let merged = data && self.try_merge(i);
             if !merged {
-                if self.no_request_for(i) {
+                let depth = depth.unwrap_or_else(|| self.tag_depth(i));
+                self.blocked[k].depth = Some(depth);
+                if self.no_request_for(i, depth) {
+                    if matches!(depth, TagDepth::FirstTags(_)) {
+                        waiting_for_first_tag.push(io.stream);
+                        k += 1;
+                        continue;
+                    }
                     break;
                 }
                 let rq = self.new_rq(i);
@@ -631,7 +688,7 @@ impl<'a> Sim<'a> {
                 // it could merge into it, when the driver has room.
                 self.run_queue();
             }
-            self.blocked.pop_front();
+            self.blocked.remove(k);
             self.blocked_of[io.stream as usize] -= 1;
             self.submitted(i);
         }
@@ -671,7 +728,9 @@ impl<'a> Sim<'a> {
             let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
             let merged = data && self.try_merge(i);
             if !merged {
-                if self.wbt_holds(i) || self.no_request_for(i) {
+                // wbt and BFQ's depth cut never meet (BFQ turns wbt off): a bio asleep
+                // in wbt takes the depth of its attempt when wbt lets it through.
+                if self.wbt_holds(i) || self.no_request_for(i, self.tag_depth(i)) {
                     break;
                 }
                 self.wbt_waits.push(self.now - self.queued[i as usize]);
@@ -687,15 +746,41 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Bio `i` finds no request it may take: all the queue's are allocated, or as many as
-    /// the scheduler lets a bio of its kind find allocated ([`Scheduler::request_limit`]).
-    fn no_request_for(&self, i: u32) -> bool {
+    /// The depth bio `i`'s request allocation gets now.
+    fn tag_depth(&self, i: u32) -> TagDepth {
+        if self.first_tags.is_empty() {
+            return TagDepth::Limit;
+        }
         let io = &self.w.ios[i as usize];
-        let limit = self
+        let cgroup = self.w.streams[io.stream as usize].cgroup_id;
+        match self
             .sched
-            .request_limit(self.cfg.max_requests, io.op, io.sync)
-            .min(self.cfg.max_requests);
-        self.live_requests >= limit
+            .depth_one_tags(self.cfg.max_requests, io.stream, cgroup, io.op, io.sync)
+        {
+            Some(n) => TagDepth::FirstTags(n.clamp(1, self.first_tags.len() as u32)),
+            None => TagDepth::Limit,
+        }
+    }
+
+    /// Bio `i` finds no request it may take at `depth`: all the queue's are allocated, or as
+    /// many as the scheduler lets a bio of its kind find allocated
+    /// ([`Scheduler::request_limit`]), or, cut to depth 1, the first tags it may take are
+    /// all held.
+    fn no_request_for(&self, i: u32, depth: TagDepth) -> bool {
+        if self.live_requests >= self.cfg.max_requests {
+            return true;
+        }
+        match depth {
+            TagDepth::Limit => {
+                let io = &self.w.ios[i as usize];
+                let limit = self
+                    .sched
+                    .request_limit(self.cfg.max_requests, io.op, io.sync)
+                    .min(self.cfg.max_requests);
+                self.live_requests >= limit
+            }
+            TagDepth::FirstTags(n) => self.first_tags[..n as usize].iter().all(Option::is_some),
+        }
     }
 
     fn new_rq(&mut self, i: u32) -> RqId {
@@ -706,6 +791,9 @@ impl<'a> Sim<'a> {
         let st = &self.w.streams[io.stream as usize];
         let id = self.rqs.len() as RqId;
         self.live_requests += 1;
+        if let Some(free) = self.first_tags.iter_mut().find(|t| t.is_none()) {
+            *free = Some(id);
+        }
         self.rqs.push(Rq {
             stream: io.stream,
             cgroup: st.cgroup_id,
@@ -962,6 +1050,9 @@ impl<'a> Sim<'a> {
     fn complete(&mut self, r: RqId) {
         self.in_driver -= 1;
         self.live_requests -= 1;
+        if let Some(tag) = self.first_tags.iter_mut().find(|t| **t == Some(r)) {
+            *tag = None;
+        }
         if self.rq_tracked[r as usize] {
             self.tracked_live -= 1;
         }

@@ -194,6 +194,21 @@ pub trait Scheduler {
         let _ = (op, sync);
         nr_requests
     }
+    /// The elevator's `limit_depth` cuts this bio's tag depth to 1 (BFQ: its queue already
+    /// holds its share of [`Scheduler::request_limit`]): `Some(n)`, the bio may take only
+    /// the first tag of the first `n` words of the tag bitmap ([`sbitmap_words`]), and asleep
+    /// it waits for one of those, not for any tag. `None`: no cut. Default: never.
+    fn depth_one_tags(
+        &self,
+        nr_requests: u32,
+        stream: u32,
+        cgroup: u64,
+        op: Op,
+        sync: bool,
+    ) -> Option<u32> {
+        let _ = (nr_requests, stream, cgroup, op, sync);
+        None
+    }
     /// Whether it holds requests not yet dispatched.
     fn has_work(&self) -> bool;
     fn take_decisions(&mut self) -> Vec<Decided> {
@@ -591,6 +606,18 @@ pub fn parse_kernel(release: &str) -> Option<u32> {
     let major: u32 = parts.next()?.parse().ok()?;
     let minor: u32 = parts.next()?.parse().ok()?;
     Some(major * 1000 + minor)
+}
+
+/// How many words a tag bitmap of `depth` tags has (`sbitmap_calculate_shift`: 64 bits a
+/// word, fewer for a small bitmap so that it spans at least 4 words).
+pub fn sbitmap_words(depth: u32) -> u32 {
+    let mut shift = 6u32;
+    if depth >= 4 {
+        while (4u64 << shift) > u64::from(depth) {
+            shift -= 1;
+        }
+    }
+    depth.div_ceil(1 << shift).max(1)
 }
 
 /// Builds a scheduler model from its kind and settings.
