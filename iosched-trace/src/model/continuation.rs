@@ -416,10 +416,11 @@ pub fn extend(w: &Workload, plan: &Plan, counts: &[u64]) -> (Workload, Vec<u32>)
 mod tests {
     use super::*;
     use crate::{
-        event::{EventKind, Op},
+        event::{EventKind, Op, ReqFlags},
         model::{
             replay::{Config, Replayer, Run},
             scenarios::{THINK_NS, empty, flat_disk, push, stream},
+            sched::{Decision, ExpireReason},
             sim::bio_index,
         },
     };
@@ -577,6 +578,43 @@ mod tests {
         assert!(bare.continued.is_none());
         assert_eq!(bare.summary.requests, 300);
         assert!(bare.summary.duration_s < 0.5, "{}", bare.summary.duration_s);
+    }
+
+    /// At a time-bounded job's end BFQ idles for a process only while it is still there. A
+    /// reader that waited for each read inside the call that submitted it (REQ_SYNC reads:
+    /// fio's psync) exits as soon as its last read is back, so BFQ does not idle for it; an
+    /// asynchronous one (libaio: reads without REQ_SYNC) tears its context down first, and
+    /// BFQ's idle timer runs out for its queue (`too_idle`). BFQ's logs of the test bed
+    /// show both.
+    #[test]
+    fn bfq_idles_at_the_end_only_for_a_reader_that_lingers() {
+        let too_idle_at_end = |flags: u32| {
+            let mut w = two_readers_under_none(150);
+            for io in &mut w.ios {
+                io.flags = ReqFlags(flags);
+            }
+            let r = run(&w, "bfq:low_latency=0");
+            assert!(r.continued.is_some());
+            r.decisions
+                .iter()
+                .filter(|d| {
+                    matches!(
+                        d.d,
+                        Decision::Expire {
+                            reason: ExpireReason::TooIdle,
+                            ..
+                        }
+                    )
+                })
+                .map(|d| d.t)
+                .collect::<Vec<u64>>()
+        };
+        // Asynchronous: each reader's queue idles out once, after its end.
+        let lingering = too_idle_at_end(0);
+        assert_eq!(lingering.len(), 2, "{lingering:?}");
+        assert!(lingering.iter().all(|t| *t >= RUNTIME_NS), "{lingering:?}");
+        // Synchronous: never.
+        assert_eq!(too_idle_at_end(ReqFlags::SYNC), Vec::<u64>::new());
     }
 
     /// The continued bios of a sequential reader are contiguous with its recorded ones; a
