@@ -122,7 +122,7 @@ struct Sim<'a> {
     plugs: Vec<Vec<RqId>>,
     /// Bios of each stream still to arrive (its future).
     remaining: Vec<u32>,
-    /// Each stream's last recorded Q, ns after the start ([`Ctx::last_io_at`]).
+    /// Each stream's last recorded completion, ns after the start ([`Ctx::last_io_at`]).
     last_io_at: Vec<u64>,
     /// Each stream exits as soon as its I/O is done ([`exits_promptly`]).
     exits_promptly: Vec<bool>,
