@@ -11,7 +11,8 @@
 //! seconds after it started (fio's `--runtime` is given in seconds), every process of the job
 //! at once. So `continue=auto` (the default) continues only when every regular process that
 //! ran to the end of the recording stopped issuing within one or two of its own I/O periods
-//! before the same whole number of seconds after its first I/O; `continue=1` continues the
+//! before, or while its last bio was in flight at, the same whole number of seconds after
+//! its first I/O; `continue=1` continues the
 //! regular processes to the recorded duration whatever the evidence; `continue=0` never.
 //!
 //! Owns: detecting time-bounded regular streams, generating their continuation. Must not:
@@ -37,7 +38,8 @@ pub const MIN_IOS: usize = 8;
 pub const REGULAR_SHARE: f64 = 0.9;
 /// Slack around a job's deadline: fio starts its clock a little before its first I/O.
 pub const DEADLINE_SLACK_NS: u64 = 10_000_000;
-/// Processes whose last bio came in the last tenth of the workload ran to its end.
+/// Processes whose last bio was queued, or came back, in the last tenth of the workload ran
+/// to its end (one still waiting for its I/O at the end was still running).
 pub const RAN_TO_END_SHARE: f64 = 0.9;
 /// Most bios a continuation adds over all processes (a bound on memory; a run that needs more
 /// is cut there, and says so).
@@ -116,6 +118,9 @@ struct Regular {
     plug_end: bool,
     first_q: u64,
     last_q: u64,
+    /// The last completion of its bios: a closed-loop job that ran out of time while its
+    /// last bio was in flight stopped when that bio came back.
+    last_c: u64,
     /// Median gap between its Qs.
     period: u64,
 }
@@ -193,6 +198,12 @@ fn regular(w: &Workload, s: u32, ios: &[u32]) -> Result<Regular, &'static str> {
         last_q: io(ios.last().expect("not empty"))
             .rec_q
             .saturating_sub(w.start_ns),
+        last_c: ios
+            .iter()
+            .map(|i| io(i).rec_c)
+            .max()
+            .unwrap_or(0)
+            .saturating_sub(w.start_ns),
         period: gaps[gaps.len() / 2],
     })
 }
@@ -211,9 +222,15 @@ fn mode_of(sorted: &[u32]) -> (u32, usize) {
     best
 }
 
-/// A whole number of seconds every `(first_q, last_q, period)` agrees with as its job's
-/// runtime: its last Q came at most two of its periods (plus slack) before it, and not after
-/// it (plus slack).
+/// A whole number of seconds every `(first_q, last_q, last_c, period)` agrees with as its
+/// job's runtime: not before its last Q (minus slack), and not after the later of two of its
+/// periods past its last Q and its last completion (plus slack).
+///
+/// fio checks its clock when an I/O comes back, so a job's deadline falls between its last
+/// Q and that I/O's completion. Under a scheduler that serves its processes unevenly (BFQ's
+/// slices: eight sequential readers, 32 random ones) a process that waited for a slice
+/// issued its last bio long before the deadline, many of its median periods: its last Q
+/// alone says little, its last completion bounds the deadline.
 fn whole_seconds(ran: &[Regular]) -> Option<u64> {
     const S: u64 = 1_000_000_000;
     let lo = ran
@@ -222,7 +239,11 @@ fn whole_seconds(ran: &[Regular]) -> Option<u64> {
         .max()?;
     let hi = ran
         .iter()
-        .map(|r| r.last_q - r.first_q + 2 * r.period + DEADLINE_SLACK_NS)
+        .map(|r| {
+            let by_period = r.last_q - r.first_q + 2 * r.period;
+            let by_completion = r.last_c.saturating_sub(r.first_q);
+            by_period.max(by_completion) + DEADLINE_SLACK_NS
+        })
         .min()?;
     let secs = lo.div_ceil(S).max(1);
     (secs * S <= hi).then_some(secs * S)
@@ -256,7 +277,7 @@ pub fn plan(w: &Workload, mode: Mode) -> Option<Plan> {
     let ran_to_end: Vec<(u32, Regular)> = regulars
         .iter()
         .copied()
-        .filter(|(_, r)| r.last_q as f64 >= RAN_TO_END_SHARE * last_q as f64)
+        .filter(|(_, r)| r.last_q.max(r.last_c) as f64 >= RAN_TO_END_SHARE * last_q as f64)
         .collect();
     let runtime = {
         let rs: Vec<Regular> = ran_to_end.iter().map(|(_, r)| *r).collect();
@@ -395,10 +416,11 @@ pub fn extend(w: &Workload, plan: &Plan, counts: &[u64]) -> (Workload, Vec<u32>)
 mod tests {
     use super::*;
     use crate::{
-        event::{EventKind, Op},
+        event::{EventKind, Op, ReqFlags},
         model::{
             replay::{Config, Replayer, Run},
             scenarios::{THINK_NS, empty, flat_disk, push, stream},
+            sched::{Decision, ExpireReason},
             sim::bio_index,
         },
     };
@@ -414,11 +436,19 @@ mod tests {
     /// seek-bound disk: they alternate, so every request seeks (10 ms) and each reader does
     /// one per 20 ms; `per_reader` each, so a time-bounded run of 3 s has 150.
     fn two_readers_under_none(per_reader: u32) -> Workload {
+        two_readers([per_reader, per_reader])
+    }
+
+    /// [`two_readers_under_none`] with `counts[r]` bios for reader `r`.
+    fn two_readers(counts: [u32; 2]) -> Workload {
         let mut w = empty(vec![stream(100, "fio", 0), stream(101, "fio", 0)]);
         w.device.scheduler = Some("none".into());
         let mut prev = [None, None];
-        for j in 0..per_reader {
+        for j in 0..counts[0].max(counts[1]) {
             for (r, base) in [(0usize, 0u64), (1, B_START)] {
+                if j >= counts[r] {
+                    continue;
+                }
                 let q = u64::from(j) * 2 * SEEK_NS + r as u64 * 10_000;
                 let trigger = match prev[r] {
                     None => Trigger::At(q),
@@ -482,6 +512,34 @@ mod tests {
         assert_eq!(asked.runtime_ns, 59 * 2 * SEEK_NS + 10_000);
     }
 
+    /// A time-bounded job under a scheduler that served its readers unevenly at the end
+    /// (BFQ's slices): reader B queued its last bio at 2.38 s, 31 of its periods before the
+    /// 3 s deadline, and it came back only after it, at 3.005 s, when reader A's slice
+    /// ended. fio stops a job on the completion after its deadline, so B ran to the end
+    /// too: both readers are continued, to the same whole second.
+    #[test]
+    fn a_reader_held_back_at_the_deadline_still_ran_to_it() {
+        let mut w = two_readers([150, 120]);
+        let last_b = w.streams[1].last_io as usize;
+        assert!(w.ios[last_b].rec_q < 2_400_000_000);
+        w.ios[last_b].rec_c = RUNTIME_NS + 5_000_000;
+        w.end_ns = w.ios[last_b].rec_c;
+        let p = plan(&w, Mode::Auto).expect("time-bounded");
+        assert!(p.time_bounded);
+        assert_eq!(p.runtime_ns, RUNTIME_NS);
+        assert_eq!(
+            p.streams.iter().map(|c| c.stream).collect::<Vec<_>>(),
+            [0, 1]
+        );
+        // The same reader whose last bio came back long before any whole second (a
+        // count-bounded job that simply ended early) is not taken to have run to the end.
+        let mut early = two_readers([150, 120]);
+        let last_b = early.streams[1].last_io as usize;
+        early.ios[last_b].rec_c = early.ios[last_b].rec_q + 2 * SEEK_NS;
+        let p = plan(&early, Mode::Auto).expect("reader A alone is time-bounded");
+        assert_eq!(p.streams.iter().map(|c| c.stream).collect::<Vec<_>>(), [0]);
+    }
+
     /// Under `none` the readers go on seeking against each other: 10 ms per request, so 300
     /// in 3 s, as recorded. Under an idling scheduler (BFQ, low_latency=0) each reader is
     /// served alone for a slice, contiguously (0.1 ms + think per request): the time-bounded
@@ -520,6 +578,43 @@ mod tests {
         assert!(bare.continued.is_none());
         assert_eq!(bare.summary.requests, 300);
         assert!(bare.summary.duration_s < 0.5, "{}", bare.summary.duration_s);
+    }
+
+    /// At a time-bounded job's end BFQ idles for a process only while it is still there. A
+    /// reader that waited for each read inside the call that submitted it (REQ_SYNC reads:
+    /// fio's psync) exits as soon as its last read is back, so BFQ does not idle for it; an
+    /// asynchronous one (libaio: reads without REQ_SYNC) tears its context down first, and
+    /// BFQ's idle timer runs out for its queue (`too_idle`). BFQ's logs of the test bed
+    /// show both.
+    #[test]
+    fn bfq_idles_at_the_end_only_for_a_reader_that_lingers() {
+        let too_idle_at_end = |flags: u32| {
+            let mut w = two_readers_under_none(150);
+            for io in &mut w.ios {
+                io.flags = ReqFlags(flags);
+            }
+            let r = run(&w, "bfq:low_latency=0");
+            assert!(r.continued.is_some());
+            r.decisions
+                .iter()
+                .filter(|d| {
+                    matches!(
+                        d.d,
+                        Decision::Expire {
+                            reason: ExpireReason::TooIdle,
+                            ..
+                        }
+                    )
+                })
+                .map(|d| d.t)
+                .collect::<Vec<u64>>()
+        };
+        // Asynchronous: each reader's queue idles out once, after its end.
+        let lingering = too_idle_at_end(0);
+        assert_eq!(lingering.len(), 2, "{lingering:?}");
+        assert!(lingering.iter().all(|t| *t >= RUNTIME_NS), "{lingering:?}");
+        // Synchronous: never.
+        assert_eq!(too_idle_at_end(ReqFlags::SYNC), Vec::<u64>::new());
     }
 
     /// The continued bios of a sequential reader are contiguous with its recorded ones; a
