@@ -99,7 +99,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                     keep: Some(dir.clone()),
                     interrupted: &scratch::interrupted,
                     verbose: true,
-                    sched_log: false,
+                    // BFQ's own log in every BFQ recording: the decision-agreement table.
+                    sched_log: true,
                 },
             )
             .with_context(|| format!("scenario {name}"))?;
