@@ -196,6 +196,170 @@ pub struct Replayed {
     pub recorded: Numbers,
     pub predicted: Numbers,
     pub decisions: Value,
+    /// The recording carries BFQ's own log and `spec` is a BFQ configuration (the replay
+    /// compared its decisions with the log).
+    pub has_bfq_log: bool,
+    /// The trace-driven decision check against that log, when the replay made one.
+    pub agreement: Option<Agreement>,
+}
+
+/// The agreement a recording with BFQ's log must reach: % of expirations at the same point
+/// with the same reason (issue 7).
+pub const AGREEMENT_TARGET_PCT: f64 = 90.0;
+
+/// The trace-driven decision check of a BFQ recording against BFQ's own log, as
+/// `replay --json` gives it (`runs[0].decision_check`, computed by the library's
+/// `model::bfqcheck`): read here, not recomputed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Agreement {
+    /// Queues BFQ put in service (`set_in_service_queue` notes), and the model's.
+    pub log_switches: u64,
+    pub model_switches: u64,
+    /// Expirations: BFQ's, the model's, and those at the same point with the same reason.
+    pub log_expirations: u64,
+    pub model_expirations: u64,
+    pub matched: u64,
+    /// `matched` over the larger of the two expiration counts, %.
+    pub agreement_pct: f64,
+    /// At the same point whatever the reason, %.
+    pub points_agreement_pct: f64,
+    /// BFQ's switches where the model named the next queue, and the % it named BFQ's.
+    pub next_queue_checked: u64,
+    pub next_queue_agreement_pct: f64,
+}
+
+impl Agreement {
+    /// From a `decision_check` object; an error names the first field missing.
+    pub fn from_decision_check(check: &Value) -> Result<Agreement, String> {
+        let e = check
+            .get("expirations")
+            .ok_or("decision_check has no expirations")?;
+        let num = |v: &Value, k: &str| {
+            v.get(k)
+                .and_then(Value::as_f64)
+                .ok_or(format!("decision_check has no {k}"))
+        };
+        let count = |v: &Value, k: &str| {
+            v.get(k)
+                .and_then(Value::as_u64)
+                .ok_or(format!("decision_check has no {k}"))
+        };
+        // Expirations by reason: their sum.
+        let total = |k: &str| -> Result<u64, String> {
+            let by_reason = e
+                .get(k)
+                .and_then(Value::as_object)
+                .ok_or(format!("decision_check has no {k}"))?;
+            Ok(by_reason.values().filter_map(Value::as_u64).sum())
+        };
+        Ok(Agreement {
+            log_switches: count(e, "log_switches")?,
+            model_switches: count(e, "model_switches")?,
+            log_expirations: total("log_expirations")?,
+            model_expirations: total("model_expirations")?,
+            matched: count(e, "matched")?,
+            agreement_pct: num(e, "agreement_pct")?,
+            points_agreement_pct: num(e, "points_agreement_pct")?,
+            next_queue_checked: count(check, "next_queue_checked")?,
+            next_queue_agreement_pct: num(check, "next_queue_agreement_pct")?,
+        })
+    }
+
+    /// At [`AGREEMENT_TARGET_PCT`] or above.
+    pub fn meets_target(&self) -> bool {
+        self.agreement_pct >= AGREEMENT_TARGET_PCT
+    }
+}
+
+/// One BFQ recording in the decision-agreement table: where it is, and its check (`None`:
+/// recorded without BFQ's log).
+#[derive(Clone, Debug)]
+pub struct AgreementRow {
+    pub scenario: String,
+    /// `LABEL (SPEC)`.
+    pub run: String,
+    pub has_log: bool,
+    pub agreement: Option<Agreement>,
+}
+
+/// The decision-agreement table of `cargo xtask validate`: one line per BFQ recording that
+/// carries BFQ's log, the count at the target, and one line naming those without a log.
+pub fn agreement_table(rows: &[AgreementRow]) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "\ndecision agreement: each BFQ recording with BFQ's own log (`--sched-log`), the \
+         model driven by its requests and BFQ's state (`replay --sched SPEC`'s \
+         decision_check): switches (queues put in service), expirations, those at the same \
+         point with the same reason, agreement = matched / larger expiration count (! = \
+         below {AGREEMENT_TARGET_PCT}%), at the same point whatever the reason, and the \
+         next queue named as BFQ's\n\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<21} {:<42} {:>13} {:>13} {:>7} {:>10} {:>8} {:>14}",
+        "scenario",
+        "run (configuration)",
+        "switch l/m",
+        "expire l/m",
+        "matched",
+        "agreement",
+        "points",
+        "next queue"
+    );
+    let (mut n, mut within) = (0, 0);
+    for row in rows {
+        let Some(a) = &row.agreement else { continue };
+        n += 1;
+        if a.meets_target() {
+            within += 1;
+        }
+        let _ = writeln!(
+            out,
+            "{:<21} {:<42} {:>6}/{:<6} {:>6}/{:<6} {:>7} {:>7.1}%{:<2} {:>7.1}% {:>6.1}% of {:<4}",
+            row.scenario,
+            row.run,
+            a.log_switches,
+            a.model_switches,
+            a.log_expirations,
+            a.model_expirations,
+            a.matched,
+            a.agreement_pct,
+            if a.meets_target() { "" } else { " !" },
+            a.points_agreement_pct,
+            a.next_queue_agreement_pct,
+            a.next_queue_checked,
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{within} of {n} BFQ recordings at >= {AGREEMENT_TARGET_PCT}%"
+    );
+    let unchecked = |has_log: bool| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r.agreement.is_none() && r.has_log == has_log)
+            .map(|r| format!("{} {}", r.scenario, r.run.split(' ').next().unwrap_or("")))
+            .collect()
+    };
+    let without = unchecked(false);
+    if !without.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} BFQ recordings without BFQ's log (recorded without --sched-log), not checked: {}",
+            without.len(),
+            without.join(", ")
+        );
+    }
+    let no_requests = unchecked(true);
+    if !no_requests.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} BFQ recordings with BFQ's log but no request through the scheduler, not \
+             checked: {}",
+            no_requests.len(),
+            no_requests.join(", ")
+        );
+    }
+    out
 }
 
 /// `iosched-trace replay FILE --sched SPEC --json`.
@@ -220,10 +384,16 @@ pub fn replay_on(
         .get("runs")
         .and_then(|r| r.get(0))
         .ok_or_else(|| bad("replay --json has no run".into()))?;
+    let agreement = match run.get("decision_check") {
+        None | Some(Value::Null) => None,
+        Some(check) => Some(Agreement::from_decision_check(check).map_err(bad)?),
+    };
     Ok(Replayed {
         recorded: Numbers::of(&v["recorded"]),
         predicted: Numbers::of(&run["summary"]),
         decisions: run["decision_counts"].clone(),
+        has_bfq_log: run.get("log_comparison").is_some_and(|l| !l.is_null()),
+        agreement,
     })
 }
 
