@@ -5,6 +5,10 @@
 //!   tunables, beside that run's recording (throughput, mean Q2C, idling waste);
 //! - self-consistency: every recording replayed under the configuration it was recorded
 //!   with (target: throughput within 10%, mean Q2C within 15%);
+//! - decision agreement: every BFQ recording (recorded with `--sched-log`, BFQ's own log),
+//!   the model's switches and expiry reasons against BFQ's for the same trace (the
+//!   self-consistency replay's `decision_check`; target: 90% at the same point with the
+//!   same reason);
 //! - explain: every recording's findings, and each what-if that another run of the scenario
 //!   recorded for real, its estimated effect beside the measured one (target: within 25%).
 //!
@@ -99,7 +103,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                     keep: Some(dir.clone()),
                     interrupted: &scratch::interrupted,
                     verbose: true,
-                    sched_log: false,
+                    // BFQ's own log in every BFQ recording: the decision-agreement table.
+                    sched_log: true,
                 },
             )
             .with_context(|| format!("scenario {name}"))?;
@@ -260,6 +265,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
         println!("  {note}");
     }
     print_self(&self_rows);
+    print!("{}", validate::agreement_table(&agreement_rows(&self_rows)));
     print_explain(&explain_rows);
     if let Some(keep) = &args.keep {
         eprintln!("validate: recordings kept in {}", keep.display());
@@ -332,6 +338,20 @@ fn print_cross(rows: &[Row<'_>]) {
         );
     }
     println!("\n{within} of {n} predictions within {CROSS_TARGET}% on all three numbers");
+}
+
+/// The BFQ recordings among the self-consistency replays (each replayed under its own BFQ
+/// configuration, which is where `replay` checks the model's decisions against BFQ's log).
+fn agreement_rows(rows: &[Row<'_>]) -> Vec<validate::AgreementRow> {
+    rows.iter()
+        .filter(|row| row.spec.split(':').next() == Some("bfq"))
+        .map(|row| validate::AgreementRow {
+            scenario: row.scenario.to_owned(),
+            run: format!("{} ({})", row.label, row.spec),
+            has_log: row.r.has_bfq_log,
+            agreement: row.r.agreement.clone(),
+        })
+        .collect()
 }
 
 fn print_self(rows: &[Row<'_>]) {

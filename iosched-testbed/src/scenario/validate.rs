@@ -23,7 +23,7 @@ use std::{
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Run, Scenario, ScenarioError};
+use super::{Run, Scenario, ScenarioError, Workload};
 
 /// Runs that differ only in the scheduler and its tunables.
 #[derive(Clone, Debug, Serialize)]
@@ -136,14 +136,20 @@ fn shared_suffix(labels: &[&str]) -> String {
 }
 
 /// The model configuration of a run, as `iosched-trace replay --sched` takes it:
-/// `bfq:low_latency=0`, `mq-deadline:nomerges=2`.
+/// `bfq:low_latency=0`, `mq-deadline:nomerges=2`; `bfq:own_group=dd` for a dsync-journal run.
 pub fn replay_spec(run: &Run) -> String {
-    let pairs: Vec<String> = run
+    let mut pairs: Vec<String> = run
         .settings
         .iter()
         .map(|(a, v)| format!("{}={v}", a.trim_start_matches("iosched/")))
         .chain(run.ioprio.map(|p| format!("ioprio={p}")))
         .collect();
+    // The runner starts a dsync-journal's dd in a blkio cgroup of its own, which a recording
+    // on a host with a v1 blkio hierarchy cannot see (it records cgroup v2 ids): the model
+    // is told. Of the schedulers run here only BFQ schedules by group.
+    if run.scheduler == "bfq" && matches!(run.workload, Workload::DsyncJournal { .. }) {
+        pairs.push("own_group=dd".into());
+    }
     if pairs.is_empty() {
         run.scheduler.to_owned()
     } else {
@@ -198,6 +204,170 @@ pub struct Replayed {
     pub recorded: Numbers,
     pub predicted: Numbers,
     pub decisions: Value,
+    /// The recording carries BFQ's own log and `spec` is a BFQ configuration (the replay
+    /// compared its decisions with the log).
+    pub has_bfq_log: bool,
+    /// The trace-driven decision check against that log, when the replay made one.
+    pub agreement: Option<Agreement>,
+}
+
+/// The agreement a recording with BFQ's log must reach: % of expirations at the same point
+/// with the same reason (issue 7).
+pub const AGREEMENT_TARGET_PCT: f64 = 90.0;
+
+/// The trace-driven decision check of a BFQ recording against BFQ's own log, as
+/// `replay --json` gives it (`runs[0].decision_check`, computed by the library's
+/// `model::bfqcheck`): read here, not recomputed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Agreement {
+    /// Queues BFQ put in service (`set_in_service_queue` notes), and the model's.
+    pub log_switches: u64,
+    pub model_switches: u64,
+    /// Expirations: BFQ's, the model's, and those at the same point with the same reason.
+    pub log_expirations: u64,
+    pub model_expirations: u64,
+    pub matched: u64,
+    /// `matched` over the larger of the two expiration counts, %.
+    pub agreement_pct: f64,
+    /// At the same point whatever the reason, %.
+    pub points_agreement_pct: f64,
+    /// BFQ's switches where the model named the next queue, and the % it named BFQ's.
+    pub next_queue_checked: u64,
+    pub next_queue_agreement_pct: f64,
+}
+
+impl Agreement {
+    /// From a `decision_check` object; an error names the first field missing.
+    pub fn from_decision_check(check: &Value) -> Result<Agreement, String> {
+        let e = check
+            .get("expirations")
+            .ok_or("decision_check has no expirations")?;
+        let num = |v: &Value, k: &str| {
+            v.get(k)
+                .and_then(Value::as_f64)
+                .ok_or(format!("decision_check has no {k}"))
+        };
+        let count = |v: &Value, k: &str| {
+            v.get(k)
+                .and_then(Value::as_u64)
+                .ok_or(format!("decision_check has no {k}"))
+        };
+        // Expirations by reason: their sum.
+        let total = |k: &str| -> Result<u64, String> {
+            let by_reason = e
+                .get(k)
+                .and_then(Value::as_object)
+                .ok_or(format!("decision_check has no {k}"))?;
+            Ok(by_reason.values().filter_map(Value::as_u64).sum())
+        };
+        Ok(Agreement {
+            log_switches: count(e, "log_switches")?,
+            model_switches: count(e, "model_switches")?,
+            log_expirations: total("log_expirations")?,
+            model_expirations: total("model_expirations")?,
+            matched: count(e, "matched")?,
+            agreement_pct: num(e, "agreement_pct")?,
+            points_agreement_pct: num(e, "points_agreement_pct")?,
+            next_queue_checked: count(check, "next_queue_checked")?,
+            next_queue_agreement_pct: num(check, "next_queue_agreement_pct")?,
+        })
+    }
+
+    /// At [`AGREEMENT_TARGET_PCT`] or above.
+    pub fn meets_target(&self) -> bool {
+        self.agreement_pct >= AGREEMENT_TARGET_PCT
+    }
+}
+
+/// One BFQ recording in the decision-agreement table: where it is, and its check (`None`:
+/// recorded without BFQ's log).
+#[derive(Clone, Debug)]
+pub struct AgreementRow {
+    pub scenario: String,
+    /// `LABEL (SPEC)`.
+    pub run: String,
+    pub has_log: bool,
+    pub agreement: Option<Agreement>,
+}
+
+/// The decision-agreement table of `cargo xtask validate`: one line per BFQ recording that
+/// carries BFQ's log, the count at the target, and one line naming those without a log.
+pub fn agreement_table(rows: &[AgreementRow]) -> String {
+    use std::fmt::Write as _;
+    let mut out = format!(
+        "\ndecision agreement: each BFQ recording with BFQ's own log (`--sched-log`), the \
+         model driven by its requests and BFQ's state (`replay --sched SPEC`'s \
+         decision_check): switches (queues put in service), expirations, those at the same \
+         point with the same reason, agreement = matched / larger expiration count (! = \
+         below {AGREEMENT_TARGET_PCT}%), at the same point whatever the reason, and the \
+         next queue named as BFQ's\n\n"
+    );
+    let _ = writeln!(
+        out,
+        "{:<21} {:<42} {:>13} {:>13} {:>7} {:>10} {:>8} {:>14}",
+        "scenario",
+        "run (configuration)",
+        "switch l/m",
+        "expire l/m",
+        "matched",
+        "agreement",
+        "points",
+        "next queue"
+    );
+    let (mut n, mut within) = (0, 0);
+    for row in rows {
+        let Some(a) = &row.agreement else { continue };
+        n += 1;
+        if a.meets_target() {
+            within += 1;
+        }
+        let _ = writeln!(
+            out,
+            "{:<21} {:<42} {:>6}/{:<6} {:>6}/{:<6} {:>7} {:>7.1}%{:<2} {:>7.1}% {:>6.1}% of {:<4}",
+            row.scenario,
+            row.run,
+            a.log_switches,
+            a.model_switches,
+            a.log_expirations,
+            a.model_expirations,
+            a.matched,
+            a.agreement_pct,
+            if a.meets_target() { "" } else { " !" },
+            a.points_agreement_pct,
+            a.next_queue_agreement_pct,
+            a.next_queue_checked,
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{within} of {n} BFQ recordings at >= {AGREEMENT_TARGET_PCT}%"
+    );
+    let unchecked = |has_log: bool| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r.agreement.is_none() && r.has_log == has_log)
+            .map(|r| format!("{} {}", r.scenario, r.run.split(' ').next().unwrap_or("")))
+            .collect()
+    };
+    let without = unchecked(false);
+    if !without.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} BFQ recordings without BFQ's log (recorded without --sched-log), not checked: {}",
+            without.len(),
+            without.join(", ")
+        );
+    }
+    let no_requests = unchecked(true);
+    if !no_requests.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} BFQ recordings with BFQ's log but no request through the scheduler, not \
+             checked: {}",
+            no_requests.len(),
+            no_requests.join(", ")
+        );
+    }
+    out
 }
 
 /// `iosched-trace replay FILE --sched SPEC --json`.
@@ -222,10 +392,16 @@ pub fn replay_on(
         .get("runs")
         .and_then(|r| r.get(0))
         .ok_or_else(|| bad("replay --json has no run".into()))?;
+    let agreement = match run.get("decision_check") {
+        None | Some(Value::Null) => None,
+        Some(check) => Some(Agreement::from_decision_check(check).map_err(bad)?),
+    };
     Ok(Replayed {
         recorded: Numbers::of(&v["recorded"]),
         predicted: Numbers::of(&run["summary"]),
         decisions: run["decision_counts"].clone(),
+        has_bfq_log: run.get("log_comparison").is_some_and(|l| !l.is_null()),
+        agreement,
     })
 }
 
@@ -394,6 +570,97 @@ mod tests {
         assert!(sequential_and_seeking(&seq, &flash).is_none());
     }
 
+    /// A `decision_check` as `replay --json` writes it: 9 expirations in the log, 10 by
+    /// the model, 7 at the same point with the same reason.
+    fn check_json(agreement_pct: f64) -> Value {
+        serde_json::json!({
+            "expirations": {
+                "log_switches": 10, "model_switches": 11,
+                "log_expirations": {"preempted": 4, "too_idle": 3, "budget_exhausted": 1,
+                    "no_more_requests": 1},
+                "model_expirations": {"preempted": 4, "too_idle": 2, "budget_exhausted": 1,
+                    "no_more_requests": 3},
+                "matched": 7, "matched_points": 8, "agreement_pct": agreement_pct,
+                "expirations_matched_pct": 77.8, "points_agreement_pct": 80.0,
+                "log_has_shared_queues": false
+            },
+            "next_queue_checked": 9, "next_queue_matched": 8,
+            "next_queue_agreement_pct": 88.9, "forced_expirations": 0, "forced_switches": 3,
+            "requests": 905, "merged_logged": 0, "merged_predicted": 0, "merged_matched": 0
+        })
+    }
+
+    #[test]
+    fn a_decision_check_is_read_with_its_expirations_summed() {
+        let a = Agreement::from_decision_check(&check_json(70.0)).unwrap();
+        assert_eq!((a.log_switches, a.model_switches), (10, 11));
+        assert_eq!(
+            (a.log_expirations, a.model_expirations, a.matched),
+            (9, 10, 7)
+        );
+        assert_eq!(
+            (a.next_queue_checked, a.next_queue_agreement_pct),
+            (9, 88.9)
+        );
+        assert!(!a.meets_target());
+        assert!(
+            Agreement::from_decision_check(&check_json(90.0))
+                .unwrap()
+                .meets_target()
+        );
+        // A field the library renamed is an error naming it, not a zero.
+        let mut renamed = check_json(70.0);
+        let e = renamed["expirations"].as_object_mut().unwrap();
+        let v = e.remove("matched").unwrap();
+        e.insert("matches".into(), v);
+        let err = Agreement::from_decision_check(&renamed).unwrap_err();
+        assert!(err.contains("matched"), "{err}");
+    }
+
+    #[test]
+    fn the_agreement_table_counts_recordings_at_the_target_and_names_those_without_a_log() {
+        let row = |run: &str, has_log: bool, pct: Option<f64>| AgreementRow {
+            scenario: "dsync-journal".into(),
+            run: format!("{run} (bfq)"),
+            has_log,
+            agreement: pct.map(|p| Agreement::from_decision_check(&check_json(p)).unwrap()),
+        };
+        let table = agreement_table(&[
+            row("bfq-a", true, Some(70.0)),
+            row("bfq-b", true, Some(95.0)),
+            row("bfq-c", false, None),
+            row("bfq-d", false, None),
+            row("bfq-e", true, None),
+        ]);
+        let lines: Vec<&str> = table.lines().collect();
+        let of = |run: &str| lines.iter().find(|l| l.contains(run)).copied().unwrap();
+        assert!(of("bfq-a (bfq)").contains("70.0% !"), "{table}");
+        assert!(of("bfq-a (bfq)").contains("10/11"), "{table}");
+        assert!(!of("bfq-b (bfq)").contains('!'), "{table}");
+        assert!(
+            table.contains("\n1 of 2 BFQ recordings at >= 90%\n"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "2 BFQ recordings without BFQ's log (recorded without --sched-log), not \
+                 checked: dsync-journal bfq-c, dsync-journal bfq-d\n"
+            ),
+            "{table}"
+        );
+        assert!(
+            table.contains("1 BFQ recordings with BFQ's log but no request"),
+            "{table}"
+        );
+        // No BFQ recording with a log: 0 of 0, and the others still named.
+        let none = agreement_table(&[row("bfq-c", false, None)]);
+        assert!(none.contains("0 of 0 BFQ recordings"), "{none}");
+        assert!(
+            none.contains("1 BFQ recordings without BFQ's log"),
+            "{none}"
+        );
+    }
+
     #[test]
     fn groups_and_specs_of_known_scenarios() {
         let (_, groups) = plan(&by_name("multi-reader").unwrap());
@@ -414,6 +681,9 @@ mod tests {
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].none, "none");
         assert_eq!(s.runs.len(), 3);
+        let spec = |label: &str| replay_spec(s.runs.iter().find(|r| r.label == label).unwrap());
+        assert_eq!(spec("bfq"), "bfq:own_group=dd");
+        assert_eq!(spec("mq-deadline"), "mq-deadline");
         let s = by_name("single-reader-idle").unwrap();
         assert_eq!(replay_spec(&s.runs[1]), "bfq:slice_idle=0");
     }

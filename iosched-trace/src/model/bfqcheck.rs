@@ -255,6 +255,35 @@ fn step_order(s: &Step) -> u8 {
     }
 }
 
+/// When each process of `w` is taken to be gone, as [`Ctx::last_io_at`] says it
+/// (`crate::model::sched::Ctx`): the replay's rule ([`super::sim::last_io_at`]) for a
+/// process BFQ's log saw exit (`exit_bfqq`); never, for one it did not.
+///
+/// The replay takes a process whose I/O stopped before the last tenth of the recording as
+/// gone once its I/O is done: a closed-loop replay runs out of a starved process's I/O
+/// early, and must not idle for a process it cannot continue. Here the history is the
+/// recording's own, and BFQ's log says whether the process let go of its queue: one that
+/// did not was still there when the log ended (seed 001's recording: `find` read twice
+/// mid-run and BFQ, having no exit for it, idled its 20 ms for the raised queue and expired
+/// it too idle; taken as gone, the model expired it at once, an exit that never came).
+fn lingering(w: &Workload, parsed: &[BfqLogged]) -> Vec<u64> {
+    let exited: rustc_hash::FxHashSet<u32> = parsed
+        .iter()
+        .filter_map(|p| match *p {
+            BfqLogged::Exit { pid } => Some(pid),
+            _ => None,
+        })
+        .collect();
+    let mut last_io_at = super::sim::last_io_at(w, 0);
+    for (t, stream) in last_io_at.iter_mut().zip(&w.streams) {
+        if !exited.contains(&stream.pid) {
+            // `Ctx::stream_gone` holds only before this instant: never.
+            *t = 0;
+        }
+    }
+    last_io_at
+}
+
 /// Drives `bfq` with `requests` (of `w`'s processes) and BFQ's `notes`, and compares the
 /// model's decisions with the notes. `dispatches` are the recording's dispatches placed
 /// by process and request index ([`bfqlog::compare`]).
@@ -278,8 +307,9 @@ pub fn check(
     let mut rqs: Vec<Rq> = Vec::new();
     let mut times: Vec<(u64, Step)> = Vec::new();
     let mut remaining = vec![0u32; w.streams.len()];
+    let parsed: Vec<BfqLogged> = notes.iter().map(|n| bfqlog::parse(&n.text)).collect();
     // Recorded times: the check's clock is the recording's.
-    let last_io_at = super::sim::last_io_at(w, 0);
+    let last_io_at = lingering(w, &parsed);
     // Requests the flush machinery hands to the head of BFQ's dispatch list.
     let mut at_head: Vec<bool> = Vec::new();
     for r in requests {
@@ -312,7 +342,6 @@ pub fn check(
             }
         }
     }
-    let parsed: Vec<BfqLogged> = notes.iter().map(|n| bfqlog::parse(&n.text)).collect();
     // BFQ's merges by process, in time order: imposed on the model at the process's
     // request they came with.
     let mut log_merges: rustc_hash::FxHashMap<u32, std::collections::VecDeque<(u64, u32)>> =
@@ -866,6 +895,83 @@ mod tests {
         assert_eq!(c.expirations.model_expirations.len(), 1, "{c:?}");
         assert_eq!(c.expirations.agreement_pct, 100.0);
         assert_eq!((c.next_queue_checked, c.next_queue_matched), (2, 2));
+    }
+
+    /// A reader (pid 7) reads ten blocks one at a time and stops at 10.5 ms, long before
+    /// the recording's end (another process reads at 100 ms): BFQ's log has no exit for it,
+    /// so it was still there, and BFQ idled for it (the only busy queue) until its idle
+    /// timer ran out, 8 ms later: too idle. The model must idle as well, not take the
+    /// process as gone. With an `exit_bfqq` for it at 11 ms instead, BFQ let go of the
+    /// queue without logging an expiration, and the model takes the process as gone.
+    #[test]
+    fn a_process_the_log_never_saw_exit_is_idled_for_after_its_last_io() {
+        let (reader, later) = (7, 8);
+        let mut w = workload(reader);
+        w.streams
+            .push(crate::model::scenarios::stream(later, "", 1));
+        // Its I/O ends before the last tenth of the recording.
+        w.end_ns = 200_000_000;
+        let ms = 1_000_000u64;
+        let mut requests = Vec::new();
+        let mut dispatches = Vec::new();
+        for k in 0..10u64 {
+            let t = ms + k * ms;
+            requests.push(sync_rq(reader, Op::Read, k, t));
+            dispatches.push((t + 10_000, reader, k));
+        }
+        let last_c = requests.last().unwrap().completed.unwrap();
+        let late = RecordedRq {
+            pid: later,
+            sector: 1 << 20,
+            ..sync_rq(later, Op::Read, 0, 100 * ms)
+        };
+        requests.push(late);
+        dispatches.push((100 * ms + 10_000, later, 0));
+        let notes = [
+            note(990_000, "bfq7S set_in_service_queue, cur-budget = 100"),
+            note(
+                last_c + 8 * ms,
+                "bfq7S expire (0, slow 0, num_disp 0, short_ttime 1)",
+            ),
+            note(
+                100 * ms + 5_000,
+                "bfq8S set_in_service_queue, cur-budget = 100",
+            ),
+        ];
+        let c = check(
+            bfq(&["low_latency=0"]),
+            &w,
+            &requests,
+            &notes,
+            &dispatches,
+            true,
+            32,
+        );
+        assert_eq!(
+            c.expirations.model_expirations.get("too_idle"),
+            Some(&1),
+            "{c:?}"
+        );
+        assert_eq!(
+            (c.expirations.matched, c.expirations.agreement_pct),
+            (1, 100.0)
+        );
+        let exited = [
+            notes[0].clone(),
+            note(last_c + ms, "bfq7S exit_bfqq: 0000000012757e9e, 2"),
+            notes[2].clone(),
+        ];
+        let c = check(
+            bfq(&["low_latency=0"]),
+            &w,
+            &requests,
+            &exited,
+            &dispatches,
+            true,
+            32,
+        );
+        assert!(c.expirations.model_expirations.is_empty(), "{c:?}");
+        assert_eq!(c.expirations.agreement_pct, 100.0);
     }
 
     /// A reader's budget (2/3 of max_budget=64: 42 sectors) runs out at its sixth 8-sector

@@ -51,6 +51,11 @@ pub enum BfqLogged {
     Split {
         pid: u32,
     },
+    /// `bfq_exit_bfqq` ("exit_bfqq"): the process let go of its queue (it exited, or
+    /// closed its I/O context).
+    Exit {
+        pid: u32,
+    },
     Other {
         pid: Option<u32>,
         text: String,
@@ -124,6 +129,9 @@ pub fn parse(text: &str) -> BfqLogged {
     }
     if msg.starts_with("splitting queue") {
         return BfqLogged::Split { pid };
+    }
+    if msg.starts_with("exit_bfqq") {
+        return BfqLogged::Exit { pid };
     }
     if msg.starts_with("set_in_service_queue") {
         return BfqLogged::InService { pid, sync };
@@ -290,6 +298,10 @@ mod tests {
         assert_eq!(
             parse("bfqSHARED-S splitting queue"),
             BfqLogged::Split { pid: SHARED }
+        );
+        assert_eq!(
+            parse("bfq22458S exit_bfqq: 0000000012757e9e, 2"),
+            BfqLogged::Exit { pid: 22458 }
         );
         assert!(matches!(
             parse("bfq12S wr_busy 1 boosted 0 IO-bound 1"),
