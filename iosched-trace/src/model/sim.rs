@@ -109,6 +109,8 @@ struct Asleep {
     queued: bool,
     /// The depth of its first attempt, once it made one.
     depth: Option<TagDepth>,
+    /// Its place in the order bios went to sleep, across processes.
+    seq: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -172,8 +174,11 @@ struct Sim<'a> {
     /// starts past a word's allowed bits it wraps to the word's lowest free bit, and a
     /// failed one restarts at tag 0 (`__sbitmap_get_word`, `update_alloc_hint_after_get`).
     first_tags: Vec<Option<RqId>>,
-    /// Bios asleep in request allocation, in arrival order; per stream, how many.
-    blocked: std::collections::VecDeque<Asleep>,
+    /// Bios asleep in request allocation, per stream in its program order (they wake in
+    /// the order they went to sleep, [`Asleep::seq`]), and the next `seq`. Per stream, how
+    /// many bios are asleep here or in wbt.
+    blocked: Vec<std::collections::VecDeque<Asleep>>,
+    blocked_seq: u64,
     blocked_of: Vec<u32>,
     /// Bios asleep in wbt (as `blocked`, a queue of its own: wbt's wait queue is not the
     /// tags'), per stream how many of them, requests of tracked bios that exist, and per
@@ -384,7 +389,8 @@ pub fn run(
                 super::sched::sbitmap_words(cfg.max_requests) as usize
             }
         ],
-        blocked: Default::default(),
+        blocked: vec![Default::default(); w.streams.len()],
+        blocked_seq: 0,
         blocked_of: vec![0; w.streams.len()],
         wbt_asleep: Default::default(),
         in_wbt: vec![0; w.streams.len()],
@@ -632,8 +638,7 @@ impl<'a> Sim<'a> {
                 self.wbt_block(i, true);
                 return;
             }
-            let depth = self.tag_depth(i);
-            if self.no_request_for(i, depth) {
+            if let Some(depth) = self.refused_depth(i) {
                 self.flush_plug(s);
                 self.block(i, true, Some(depth));
                 return;
@@ -678,62 +683,76 @@ impl<'a> Sim<'a> {
     }
 
     fn block(&mut self, i: u32, queued: bool, depth: Option<TagDepth>) {
-        self.blocked_of[self.w.ios[i as usize].stream as usize] += 1;
-        self.blocked.push_back(Asleep {
+        let s = self.w.ios[i as usize].stream as usize;
+        self.blocked_of[s] += 1;
+        self.blocked[s].push_back(Asleep {
             bio: i,
             queued,
             depth,
+            seq: self.blocked_seq,
         });
+        self.blocked_seq += 1;
     }
 
     /// Wakes sleeping bios while requests are free: each tries a merge first (a woken
     /// process submits its next bios normally), else takes a request. A bio cut to the
     /// first tags ([`TagDepth::FirstTags`]) waits for its own: the bios behind it of other
     /// processes still try, those of its process stay asleep with it.
+    ///
+    /// The processes' first sleeping bios are tried in the order they went to sleep (a
+    /// heap of one entry per process: a pass costs the number of processes asleep, not of
+    /// bios). Arrivals are events, so no bio goes to sleep during a pass.
     fn unblock(&mut self) {
-        let mut waiting_for_first_tag: Vec<u32> = Vec::new();
-        let mut k = 0;
-        while let Some(&Asleep {
-            bio: i,
-            queued,
-            depth,
-        }) = self.blocked.get(k)
-        {
+        use std::{cmp::Reverse, collections::BinaryHeap};
+        let mut next: BinaryHeap<Reverse<(u64, usize)>> = self
+            .blocked
+            .iter()
+            .enumerate()
+            .filter_map(|(s, q)| q.front().map(|a| Reverse((a.seq, s))))
+            .collect();
+        while let Some(Reverse((_, s))) = next.pop() {
+            let Asleep {
+                bio: i,
+                queued,
+                depth,
+                ..
+            } = self.blocked[s][0];
             let io = self.w.ios[i as usize];
-            if waiting_for_first_tag.contains(&io.stream) {
-                k += 1;
-                continue;
-            }
             if !queued {
                 // Its process, awake, submits it now.
                 self.queued[i as usize] = self.now;
                 self.emit_bio(EventKind::Queue, i);
-                self.blocked[k].queued = true;
+                self.blocked[s][0].queued = true;
             }
             let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
             let merged = data && self.try_merge(i);
             if !merged {
-                let depth = depth.unwrap_or_else(|| self.tag_depth(i));
-                self.blocked[k].depth = Some(depth);
-                if self.no_request_for(i, depth) {
+                let refused = match depth {
+                    Some(d) => self.no_request_for(i, d).then_some(d),
+                    None => self.refused_depth(i),
+                };
+                if let Some(depth) = refused {
+                    self.blocked[s][0].depth = Some(depth);
                     if matches!(depth, TagDepth::FirstTags(_)) {
-                        waiting_for_first_tag.push(io.stream);
-                        k += 1;
+                        // Its process stays asleep with it; the others still try.
                         continue;
                     }
                     break;
                 }
                 let rq = self.new_rq(i);
-                self.plugs[io.stream as usize].push(rq);
-                self.flush_plug(io.stream as usize);
+                self.plugs[s].push(rq);
+                self.flush_plug(s);
                 // The woken process inserts its request and runs the queue
                 // (`blk_mq_submit_bio`; under `none` it issues directly) before it submits
                 // its next bio: that bio finds the request in the driver, not waiting where
                 // it could merge into it, when the driver has room.
                 self.run_queue();
             }
-            self.blocked.remove(k);
-            self.blocked_of[io.stream as usize] -= 1;
+            self.blocked[s].pop_front();
+            self.blocked_of[s] -= 1;
+            if let Some(a) = self.blocked[s].front() {
+                next.push(Reverse((a.seq, s)));
+            }
             self.submitted(i);
         }
     }
@@ -788,6 +807,20 @@ impl<'a> Sim<'a> {
             self.blocked_of[s] -= 1;
             self.submitted(i);
         }
+    }
+
+    /// The depth bio `i`'s first attempt at a request gets when the attempt fails (it
+    /// sleeps with that depth), `None` when it gets one. Whatever the depth, a request is
+    /// found while the limit has room and the first tag is free (an allocation takes a
+    /// free first tag before any other): only otherwise is the scheduler asked
+    /// ([`Scheduler::depth_one_tags`], a walk over its queues for BFQ).
+    fn refused_depth(&self, i: u32) -> Option<TagDepth> {
+        let first_free = self.first_tags.first().is_some_and(Option::is_none);
+        if first_free && !self.no_request_for(i, TagDepth::Limit) {
+            return None;
+        }
+        let depth = self.tag_depth(i);
+        self.no_request_for(i, depth).then_some(depth)
     }
 
     /// The depth bio `i`'s request allocation gets now.

@@ -1538,34 +1538,45 @@ impl Bfq {
         };
         let mut limit = u64::from(limit);
         let group = self.group_key(q);
+        // The share among every busy queue is a lower bound of the share among the root
+        // group's (DIV_ROUND_CLOSEST falls as the weight sum grows): most allocations are
+        // below it, and need no walk over the queues.
+        if group.is_none() && self.allocated(q) < share(limit, qq.weight(), self.busy_weight) {
+            return false;
+        }
         let same_group = |o: &Queue| (!o.root_group).then_some(o.cgroup) == group;
+        // One walk over the queues: the root group's busy weights and its active groups,
+        // and the queue's own group's busy weights and allocated requests.
+        let (mut root_wsum, mut wsum, mut in_group) = (0.0, 0.0, 0u64);
+        let mut groups: Vec<u64> = Vec::new();
+        for (i, o) in self.queues.iter().enumerate() {
+            let mine = same_group(o);
+            if mine {
+                in_group += self.allocated(i);
+            }
+            if !o.busy {
+                continue;
+            }
+            if o.root_group {
+                root_wsum += o.weight();
+            } else if !groups.contains(&o.cgroup) {
+                groups.push(o.cgroup);
+            }
+            if mine {
+                wsum += o.weight();
+            }
+        }
         if group.is_some() {
             // The group's entity among the root group's: its queues and the active groups.
-            let mut groups = BTreeSet::new();
-            let mut wsum = 0.0;
-            for o in self.queues.iter().filter(|o| o.busy) {
-                if o.root_group {
-                    wsum += o.weight();
-                } else {
-                    groups.insert(o.cgroup);
-                }
-            }
-            wsum += GROUP_WEIGHT * groups.len() as f64;
-            limit = share(limit, GROUP_WEIGHT, wsum);
-            let in_group: u64 = (0..self.queues.len())
-                .filter(|&o| same_group(&self.queues[o]))
-                .map(|o| self.allocated(o))
-                .sum();
+            limit = share(
+                limit,
+                GROUP_WEIGHT,
+                root_wsum + GROUP_WEIGHT * groups.len() as f64,
+            );
             if in_group >= limit {
                 return true;
             }
         }
-        let wsum: f64 = self
-            .queues
-            .iter()
-            .filter(|o| o.busy && same_group(o))
-            .map(Queue::weight)
-            .sum();
         self.allocated(q) >= share(limit, qq.weight(), wsum)
     }
 
