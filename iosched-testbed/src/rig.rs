@@ -122,6 +122,11 @@ pub struct State {
     /// Queue attributes we changed and their old values, in the order first changed.
     #[serde(default)]
     pub restore: Vec<(String, String)>,
+    /// The loop device's `read_ahead_kb` before the attach, written back after the detach:
+    /// attaching a FUSE-backed file sets it from the file's I/O size (2048 KiB), and the
+    /// detach leaves it there.
+    #[serde(default)]
+    pub read_ahead_before_attach: Option<String>,
 }
 
 impl State {
@@ -187,6 +192,7 @@ impl Hdd {
                 params: config.params.clone(),
                 no_delay: config.no_delay,
                 restore: Vec::new(),
+                read_ahead_before_attach: None,
             },
             daemon: None,
         };
@@ -270,6 +276,17 @@ impl Hdd {
     }
 
     fn attach_loop(&mut self) -> Result<(), RigError> {
+        // `-f` takes the first free device: its read-ahead now is what to leave behind.
+        let first_free = run(Command::new("losetup").arg("-f"))
+            .ok()
+            .map(|d| d.trim().to_owned());
+        let read_ahead = |dev: &str| {
+            let name = dev.trim_start_matches("/dev/");
+            fs::read_to_string(format!("/sys/block/{name}/queue/read_ahead_kb"))
+                .ok()
+                .map(|v| v.trim().to_owned())
+        };
+        let before = first_free.as_deref().and_then(read_ahead);
         let out = run(Command::new("losetup")
             .args(["--direct-io=on", "-f", "--show"])
             .arg(&self.state.disk_file))?;
@@ -279,6 +296,9 @@ impl Hdd {
                 command: "losetup".into(),
                 stderr: format!("printed {out:?}, not a /dev/loopN path"),
             });
+        }
+        if first_free.as_deref() == dev.to_str() {
+            self.state.read_ahead_before_attach = before;
         }
         self.state.loop_dev = Some(dev);
         let name = self.name().to_owned();
@@ -505,6 +525,13 @@ fn teardown(state: &State, mut daemon: Option<Child>) -> Result<(), RigError> {
                 "{name} still attached to {}",
                 state.disk_file.display()
             ));
+        } else if let Some(ra) = &state.read_ahead_before_attach {
+            let path = Path::new("/sys/block")
+                .join(name)
+                .join("queue/read_ahead_kb");
+            if let Err(e) = fs::write(&path, ra) {
+                problems.push(format!("restoring {} to {ra}: {e}", path.display()));
+            }
         }
     }
 
