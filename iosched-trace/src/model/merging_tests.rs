@@ -10,7 +10,6 @@
 //! could merge.
 
 use crate::{
-    event::Op,
     input::MemorySource,
     model::{explain, workload},
 };
@@ -18,57 +17,20 @@ use crate::{
 use super::{
     device::DeviceModel,
     replay::{self, Config, Replayer, Run},
-    scenarios::{device, empty, push, seek_disk, stream},
+    scenarios::{WRITE_SECTORS, mean_in_flight, seek_disk, windowed_writer},
     sched::{self, SchedEnv, SchedKind, Settings},
     sim::{self, SimConfig},
     workload::{StreamKind, Trigger, Workload},
 };
 
-/// 4 KiB writes.
-const BIO_SECTORS: u32 = 8;
+/// 4 KiB writes ([`windowed_writer`]'s).
+const BIO_SECTORS: u32 = WRITE_SECTORS;
 const OVERHEAD_NS: f64 = 100_000.0;
 const NS_PER_SECTOR: f64 = 4_000.0;
-/// fio's reaping and resubmission after a completion.
-const REAP_NS: u64 = 5_000;
 
 /// Sequential disk: 100 µs per request plus 32 µs per 4 KiB, far slower than the submitter.
 fn disk() -> DeviceModel {
     seek_disk(OVERHEAD_NS, NS_PER_SECTOR)
-}
-
-/// `bios` sequential writes by one process that keeps `window` in flight: the first
-/// `window` back to back, each later one `REAP_NS` after the completion that freed its slot.
-fn qd_writer(bios: u32, window: u32, scheduler: &str) -> Workload {
-    let mut st = stream(900, "fio", 1);
-    st.kind = StreamKind::Windowed;
-    st.max_in_flight = window;
-    let mut w = empty(vec![st]);
-    w.device = device("loop0", scheduler, true);
-    for k in 0..bios {
-        let trigger = match k {
-            0 => Trigger::At(0),
-            k if k < window => Trigger::AfterQueue {
-                io: k - 1,
-                delay: 1_000,
-            },
-            k => Trigger::AfterCompletion {
-                io: k - window,
-                delay: REAP_NS,
-            },
-        };
-        let i = push(
-            &mut w,
-            0,
-            1_000_000 + u64::from(k * BIO_SECTORS),
-            BIO_SECTORS,
-            Op::Write,
-            true,
-            trigger,
-        );
-        // libaio: every bio its own submission, no plug batch.
-        w.ios[i as usize].plug_end = true;
-    }
-    w
 }
 
 fn replayer(w: Workload) -> Replayer {
@@ -80,15 +42,10 @@ fn run(r: &Replayer, spec: &str) -> Run {
         .unwrap()
 }
 
-/// Bios in flight on average (Little: bios per second x mean Q2C).
-fn mean_in_flight(run: &Run) -> f64 {
-    run.summary.mb_per_s * 1e6 / f64::from(BIO_SECTORS << 9) * run.summary.q2c_mean_ms / 1e3
-}
-
 #[test]
 fn a_deep_sequential_writer_merges_in_the_scheduler_up_to_its_window() {
     let (n, d) = (32u32, 16u32);
-    let r = replayer(qd_writer(4000, n, "mq-deadline"));
+    let r = replayer(windowed_writer(4000, n, 1_000_000, "mq-deadline"));
     let set = format!("depth={d},nr_requests={}", 2 * d);
     let merged = run(&r, &format!("mq-deadline:{set},nomerges=0"));
     let want = f64::from(n) / f64::from(d + 1);
@@ -98,7 +55,7 @@ fn a_deep_sequential_writer_merges_in_the_scheduler_up_to_its_window() {
         "merge ratio {got}, want {want}"
     );
     // The process keeps its whole window in flight: bios pile up, they are not paced.
-    let inflight = mean_in_flight(&merged);
+    let inflight = mean_in_flight(&merged, BIO_SECTORS);
     assert!(
         (inflight - f64::from(n)).abs() / f64::from(n) < 0.05,
         "{inflight} in flight"
@@ -115,7 +72,7 @@ fn a_deep_sequential_writer_merges_in_the_scheduler_up_to_its_window() {
     let unmerged = run(&r, &format!("mq-deadline:{set},nomerges=2"));
     assert_eq!(unmerged.summary.merge_ratio, 1.0);
     assert_eq!(unmerged.summary.requests, 4000);
-    let inflight = mean_in_flight(&unmerged);
+    let inflight = mean_in_flight(&unmerged, BIO_SECTORS);
     assert!((inflight - f64::from(n)).abs() / f64::from(n) < 0.05);
     let want_mb = 4096.0 / (OVERHEAD_NS + f64::from(BIO_SECTORS) * NS_PER_SECTOR) * 1e3;
     let mb = unmerged.summary.mb_per_s;
@@ -128,7 +85,7 @@ fn a_deep_sequential_writer_merges_in_the_scheduler_up_to_its_window() {
 #[test]
 fn merges_stop_at_max_sectors() {
     // 64 in flight behind 4 tags would merge ~13 bios a request; 16 KiB allows 4.
-    let r = replayer(qd_writer(2000, 64, "mq-deadline"));
+    let r = replayer(windowed_writer(2000, 64, 1_000_000, "mq-deadline"));
     let run = run(&r, "mq-deadline:depth=4,nr_requests=128,max_sectors_kb=16");
     let ratio = run.summary.merge_ratio;
     assert!(ratio > 3.8 && ratio <= 4.0, "{ratio}");
@@ -137,7 +94,7 @@ fn merges_stop_at_max_sectors() {
 #[test]
 fn a_window_within_the_driver_tags_leaves_nothing_to_merge() {
     // Seed 002 at iodepth 32 on a 128-tag loop device: every request goes straight in.
-    let r = replayer(qd_writer(2000, 32, "mq-deadline"));
+    let r = replayer(windowed_writer(2000, 32, 1_000_000, "mq-deadline"));
     let run = run(&r, "mq-deadline:depth=128,nomerges=0");
     assert_eq!(run.summary.merge_ratio, 1.0);
 }
@@ -146,12 +103,12 @@ fn a_window_within_the_driver_tags_leaves_nothing_to_merge() {
 fn under_none_a_writer_blocked_on_tags_merges_nothing() {
     // 32 in flight wanted, 8 tags: the 9th bio sleeps for a tag, and the request it gets
     // goes to the driver before its process submits the next bio.
-    let r = replayer(qd_writer(2000, 32, "none"));
+    let r = replayer(windowed_writer(2000, 32, 1_000_000, "none"));
     let none = run(&r, "none:depth=8,nomerges=0");
     assert_eq!(none.summary.merge_ratio, 1.0);
     assert_eq!(none.summary.requests, 2000);
     // 8 in the driver and the one asleep.
-    let inflight = mean_in_flight(&none);
+    let inflight = mean_in_flight(&none, BIO_SECTORS);
     assert!((8.0..9.5).contains(&inflight), "{inflight} in flight");
 }
 
@@ -163,13 +120,13 @@ fn under_none_a_writer_blocked_on_tags_merges_nothing() {
 /// ([`super::tag_depth_tests`]).
 #[test]
 fn bfq_gives_sync_writes_three_quarters_of_the_requests() {
-    let r = replayer(qd_writer(3000, 64, "none"));
+    let r = replayer(windowed_writer(3000, 64, 1_000_000, "none"));
     let set = "depth=8,nr_requests=32,nomerges=2,iodepth=64";
     let bfq = run(&r, &format!("bfq:low_latency=0,kernel=5.17,{set}"));
-    let inflight = mean_in_flight(&bfq);
+    let inflight = mean_in_flight(&bfq, BIO_SECTORS);
     assert!((24.0..25.5).contains(&inflight), "{inflight} in flight");
     let dl = run(&r, &format!("mq-deadline:{set}"));
-    let inflight = mean_in_flight(&dl);
+    let inflight = mean_in_flight(&dl, BIO_SECTORS);
     assert!((32.0..33.5).contains(&inflight), "{inflight} in flight");
 }
 
@@ -194,7 +151,7 @@ fn trace(w: &Workload, kind: SchedKind, cfg: SimConfig) -> Vec<crate::event::Eve
 #[test]
 fn explain_estimates_the_merges_a_recording_with_nomerges_2_missed() {
     let (n, d) = (32u32, 16u32);
-    let w = qd_writer(4000, n, "mq-deadline");
+    let w = windowed_writer(4000, n, 1_000_000, "mq-deadline");
     let cfg = |nomerges| SimConfig {
         depth: d,
         max_requests: 2 * d,
@@ -268,7 +225,7 @@ fn explain_estimates_the_merges_a_recording_with_nomerges_2_missed() {
 /// merge, so a merge-free recording says nothing.
 #[test]
 fn a_none_recording_says_nothing_of_nomerges() {
-    let w = qd_writer(1000, 32, "none");
+    let w = windowed_writer(1000, 32, 1_000_000, "none");
     let cfg = SimConfig {
         depth: 8,
         max_requests: 8,
@@ -289,7 +246,7 @@ fn a_none_recording_says_nothing_of_nomerges() {
 /// bios merge 32 / (8 + 1) to a request.
 #[test]
 fn a_writer_held_back_by_tags_is_marked_and_iodepth_replays_its_real_depth() {
-    let w = qd_writer(3000, 32, "none");
+    let w = windowed_writer(3000, 32, 1_000_000, "none");
     let cfg = SimConfig {
         depth: 8,
         max_requests: 8,
@@ -318,7 +275,7 @@ fn a_writer_held_back_by_tags_is_marked_and_iodepth_replays_its_real_depth() {
     let got = deep.summary.merge_ratio;
     assert!((got - want).abs() / want < 0.05, "{got} vs {want}");
     // A writer within its tags is not marked.
-    let shallow = qd_writer(1000, 4, "none");
+    let shallow = windowed_writer(1000, 4, 1_000_000, "none");
     let mut src = MemorySource::new(
         vec![shallow.device.clone()],
         trace(&shallow, SchedKind::None, cfg),
@@ -338,7 +295,7 @@ fn a_writer_held_back_by_tags_is_marked_and_iodepth_replays_its_real_depth() {
 #[test]
 fn a_writer_held_back_by_nones_tags_merges_under_an_elevator_as_it_does_there() {
     let (n, d) = (16u32, 8u32);
-    let w = qd_writer(3000, n, "none");
+    let w = windowed_writer(3000, n, 1_000_000, "none");
     let cfg = SimConfig {
         depth: d,
         max_requests: d,
@@ -359,7 +316,7 @@ fn a_writer_held_back_by_nones_tags_merges_under_an_elevator_as_it_does_there() 
     let predicted = run(&r, "mq-deadline");
 
     let truth = run(
-        &replayer(qd_writer(3000, n, "mq-deadline")),
+        &replayer(windowed_writer(3000, n, 1_000_000, "mq-deadline")),
         &format!("mq-deadline:depth={d},nr_requests={}", 2 * d),
     );
     let want = f64::from(n) / f64::from(d + 1);
@@ -382,7 +339,7 @@ fn a_writer_held_back_by_nones_tags_merges_under_an_elevator_as_it_does_there() 
         (mb - true_mb).abs() / true_mb < 0.06,
         "predicted {mb} MB/s, truth {true_mb}"
     );
-    let inflight = mean_in_flight(&predicted);
+    let inflight = mean_in_flight(&predicted, BIO_SECTORS);
     assert!(
         (inflight - f64::from(n)).abs() / f64::from(n) < 0.05,
         "{inflight} in flight"
@@ -391,7 +348,7 @@ fn a_writer_held_back_by_nones_tags_merges_under_an_elevator_as_it_does_there() 
     // Under `none` its tags hold it back as in the recording: 8 in the driver, one asleep.
     let none = run(&r, "none");
     assert_eq!(none.summary.merge_ratio, 1.0);
-    let inflight = mean_in_flight(&none);
+    let inflight = mean_in_flight(&none, BIO_SECTORS);
     assert!((8.0..9.5).contains(&inflight), "{inflight} in flight");
 }
 
@@ -404,7 +361,7 @@ fn a_writer_held_back_by_nones_tags_merges_under_an_elevator_as_it_does_there() 
 #[test]
 fn a_pause_of_a_writer_held_back_by_tags_follows_its_previous_submission() {
     const PAUSED: u32 = 1000;
-    let mut w = qd_writer(3000, 32, "none");
+    let mut w = windowed_writer(3000, 32, 1_000_000, "none");
     w.ios[PAUSED as usize].trigger = Trigger::AfterCompletion {
         io: PAUSED - 32,
         delay: 3_600_000,
@@ -461,7 +418,7 @@ fn a_pause_of_a_writer_held_back_by_tags_follows_its_previous_submission() {
 /// between 16 / (8 + 1) and 16 / 8 to a request, and the estimate is that replay's gain.
 #[test]
 fn explain_gives_merges_conditionally_for_a_writer_held_back_by_tags() {
-    let w = qd_writer(3000, 32, "none");
+    let w = windowed_writer(3000, 32, 1_000_000, "none");
     let cfg = SimConfig {
         depth: 8,
         max_requests: 8,
@@ -519,7 +476,7 @@ fn explain_gives_merges_conditionally_for_a_writer_held_back_by_tags() {
 #[test]
 fn recorded_queue_attributes_replace_inference() {
     let (n, d) = (32u32, 16u32);
-    let w = qd_writer(4000, n, "mq-deadline");
+    let w = windowed_writer(4000, n, 1_000_000, "mq-deadline");
     let cfg = SimConfig {
         depth: d,
         max_requests: 2 * d,

@@ -18,6 +18,53 @@ use super::{
 /// Think time between a completion and the I/O it releases.
 pub const THINK_NS: u64 = 20_000;
 
+/// The 4 KiB of a [`windowed_writer`]'s bios.
+pub const WRITE_SECTORS: u32 = 8;
+/// fio's reaping and resubmission after a completion: short beside a service.
+pub const REAP_NS: u64 = 5_000;
+
+/// `bios` sequential [`WRITE_SECTORS`] sync writes from `first_sector` on, by one process
+/// (pid 900, fio with libaio: every bio its own submission, no plug batch) that keeps
+/// `window` in flight: the first `window` back to back, each later one [`REAP_NS`] after
+/// the completion that freed its slot. Recorded under `scheduler` on a rotational loop0.
+pub fn windowed_writer(bios: u32, window: u32, first_sector: u64, scheduler: &str) -> Workload {
+    let mut st = stream(900, "fio", 1);
+    st.kind = StreamKind::Windowed;
+    st.max_in_flight = window;
+    let mut w = empty(vec![st]);
+    w.device = device("loop0", scheduler, true);
+    for k in 0..bios {
+        let trigger = match k {
+            0 => Trigger::At(0),
+            k if k < window => Trigger::AfterQueue {
+                io: k - 1,
+                delay: 1_000,
+            },
+            k => Trigger::AfterCompletion {
+                io: k - window,
+                delay: REAP_NS,
+            },
+        };
+        let i = push(
+            &mut w,
+            0,
+            first_sector + u64::from(k * WRITE_SECTORS),
+            WRITE_SECTORS,
+            Op::Write,
+            true,
+            trigger,
+        );
+        w.ios[i as usize].plug_end = true;
+    }
+    w
+}
+
+/// Bios in flight on average, by Little's law (bios per second x mean Q2C), for a run of
+/// bios of `sectors` each.
+pub fn mean_in_flight(run: &super::replay::Run, sectors: u32) -> f64 {
+    run.summary.mb_per_s * 1e6 / f64::from(sectors << 9) * run.summary.q2c_mean_ms / 1e3
+}
+
 /// A disk with a 5 ms seek for any non-contiguous request, and `overhead_ns` plus
 /// `ns_per_sector` of transfer for every request.
 pub fn seek_disk(overhead_ns: f64, ns_per_sector: f64) -> DeviceModel {

@@ -19,72 +19,29 @@
 //! about half the limit, where without the cut it is `limit + 1`. The longest Q2G is the
 //! drain, `limit` services.
 
-use crate::event::Op;
-
 use super::{
     replay::{Config, Replayer, Run},
-    scenarios::{device, empty, flat_disk, push, stream},
+    scenarios::{WRITE_SECTORS, flat_disk, mean_in_flight, windowed_writer},
     sched::Settings,
-    workload::{StreamKind, Trigger, Workload},
 };
 
 /// A 4 KiB write, contiguous with the previous one (the first with the head at sector 0):
 /// costs the disk's overhead alone.
-const BIO_SECTORS: u32 = 8;
+const BIO_SECTORS: u32 = WRITE_SECTORS;
 const SVC_NS: f64 = 100_000.0;
-/// fio's reaping and resubmission after a completion: short beside a service.
-const REAP_NS: u64 = 5_000;
 /// nr_requests 32: BFQ lets sync writes have 24 (low_latency off: no raised queue).
 const SETTINGS: &str = "low_latency=0,depth=32,nr_requests=32,nomerges=2,iodepth=64";
 const LIMIT: f64 = 24.0;
 
-/// `bios` sequential sync writes by one process that keeps `window` in flight.
-fn deep_writer(bios: u32, window: u32) -> Workload {
-    let mut st = stream(900, "fio", 1);
-    st.kind = StreamKind::Windowed;
-    st.max_in_flight = window;
-    let mut w = empty(vec![st]);
-    w.device = device("loop0", "bfq", true);
-    for k in 0..bios {
-        let trigger = match k {
-            0 => Trigger::At(0),
-            k if k < window => Trigger::AfterQueue {
-                io: k - 1,
-                delay: 1_000,
-            },
-            k => Trigger::AfterCompletion {
-                io: k - window,
-                delay: REAP_NS,
-            },
-        };
-        let i = push(
-            &mut w,
-            0,
-            u64::from(k * BIO_SECTORS),
-            BIO_SECTORS,
-            Op::Write,
-            true,
-            trigger,
-        );
-        w.ios[i as usize].plug_end = true;
-    }
-    w
-}
-
 fn run(spec: &str) -> Run {
     let r = Replayer::new(
-        deep_writer(5000, 64),
+        windowed_writer(5000, 64, 0, "bfq"),
         Some(flat_disk(5_000_000.0, SVC_NS)),
         vec![0, 1],
     )
     .unwrap();
     r.run(&Config::parse(spec, &Settings::default()).unwrap())
         .unwrap()
-}
-
-/// Bios in flight on average (Little: bios per second x mean Q2C).
-fn mean_in_flight(run: &Run) -> f64 {
-    run.summary.mb_per_s * 1e6 / f64::from(BIO_SECTORS << 9) * run.summary.q2c_mean_ms / 1e3
 }
 
 fn max_q2g_ns(run: &Run) -> u64 {
@@ -99,7 +56,7 @@ fn a_queue_at_its_limit_waits_for_tag_zero_and_drains_every_other_cycle() {
     let want_mb = 4096.0 / SVC_NS * 1e3;
     assert!((mb - want_mb).abs() / want_mb < 0.02, "{mb} MB/s");
     let want = LIMIT * (LIMIT + 3.0) / (2.0 * (LIMIT + 1.0)) + 1.0;
-    let got = mean_in_flight(&cut);
+    let got = mean_in_flight(&cut, BIO_SECTORS);
     assert!(
         (got - want).abs() / want < 0.05,
         "{got} in flight, want {want}"
@@ -116,7 +73,7 @@ fn a_queue_at_its_limit_waits_for_tag_zero_and_drains_every_other_cycle() {
 fn before_5_18_a_queue_at_its_limit_waits_for_any_completion() {
     // No `bfqq_request_over_limit`: the limit stays full, one bio asleep for the next tag.
     let full = run(&format!("bfq:{SETTINGS},kernel=5.17"));
-    let got = mean_in_flight(&full);
+    let got = mean_in_flight(&full, BIO_SECTORS);
     let want = LIMIT + 1.0;
     assert!(
         (got - want).abs() / want < 0.03,
