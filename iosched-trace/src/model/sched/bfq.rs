@@ -164,6 +164,17 @@ struct Queue {
     ttime_total: u64,
     ttime_mean: u64,
     last_end_request: u64,
+    /// The next think-time sample is the queue's first, taken at the insertion that
+    /// created it: since 6.9 it is 2 x slice_idle, whatever the process's think time.
+    /// `bfq_init_bfqq` stamps `last_end_request = blk_time_get_ns() + 1`, and
+    /// `bfq_update_io_thinktime` subtracts that from `blk_time_get_ns()` again: under the
+    /// submitter's plug both read the time the plug cached ("block: cache current nsec
+    /// time in struct blk_plug"), so the difference is -1, which wraps as a u64 and is
+    /// capped at 2 x slice_idle. Three samples make the mean valid (`bfq_sample_valid`),
+    /// so a new queue has a long think time at its third request, whatever its process
+    /// does (in BFQ's log of 32 random readers every queue's third expiration says
+    /// `short_ttime 0` and its others `short_ttime 1`), and is not idled for then.
+    first_ttime_sample_wraps: bool,
     /// 5.12+ I/O intensity (`bfq_update_io_intensity`): the start of the observation
     /// window, the time it spent empty with nothing in flight, and the IO_bound flag
     /// this gave at its last request.
@@ -627,11 +638,14 @@ impl Bfq {
             budget_timeout: 0,
             fifo_checked: false,
             last_pos: sector,
-            seek_hist: 0,
+            // "first request is almost certainly seeky" (`bfq_init_bfqq`): the history
+            // starts with one seeky request, so a queue is seeky one request sooner.
+            seek_hist: 1,
             ttime_samples: 0,
             ttime_total: 0,
             ttime_mean: 0,
             last_end_request: ctx.now,
+            first_ttime_sample_wraps: self.kernel >= 6009,
             io_start_time: ctx.now,
             tot_idle_time: 0,
             io_bound_now: true,
@@ -1931,6 +1945,8 @@ impl Bfq {
             return;
         };
         let qq = &mut self.queues[q];
+        // The saved think time comes back whole, its last completion included.
+        qq.first_ttime_sample_wraps = false;
         qq.ttime_samples = s.ttime_samples;
         qq.ttime_total = s.ttime_total;
         qq.ttime_mean = s.ttime_mean;
@@ -2050,10 +2066,13 @@ impl Scheduler for Bfq {
             let qq = &mut self.queues[q];
             // Think time: only from an idle queue (6.x), capped at 2 x slice_idle.
             if qq.sync && was_empty && qq.dispatched == 0 && !qq.busy && slice_idle > 0 {
-                let elapsed = ctx
-                    .now
-                    .saturating_sub(qq.last_end_request)
-                    .min(2 * slice_idle);
+                let elapsed = if qq.first_ttime_sample_wraps {
+                    2 * slice_idle
+                } else {
+                    ctx.now
+                        .saturating_sub(qq.last_end_request)
+                        .min(2 * slice_idle)
+                };
                 qq.ttime_samples = (7 * qq.ttime_samples + 256) / 8;
                 qq.ttime_total = (7 * qq.ttime_total + 256 * elapsed) / 8;
                 qq.ttime_mean = (qq.ttime_total + 128) / qq.ttime_samples.max(1);
@@ -2066,6 +2085,7 @@ impl Scheduler for Bfq {
             }
             let seeky = sector.abs_diff(qq.last_pos) > SEEK_THR && (rotational || sectors < 64);
             qq.seek_hist = (qq.seek_hist << 1) | u32::from(seeky);
+            qq.first_ttime_sample_wraps = false;
         }
         if was_empty && self.queues[q].dispatched == 0 {
             self.check_waker(q, ctx.now);
@@ -2149,6 +2169,7 @@ impl Scheduler for Bfq {
             let qq = &mut self.queues[q];
             qq.dispatched = qq.dispatched.saturating_sub(1);
             qq.last_end_request = ctx.now;
+            qq.first_ttime_sample_wraps = false;
         }
         self.last_completed = Some(q);
         self.last_completion = ctx.now;
@@ -2585,6 +2606,63 @@ mod tests {
         };
         assert!(run(1), "requeued");
         assert!(!run(0), "gone: not requeued");
+    }
+
+    /// A reader that sends its next 4 KiB read 100 µs after each completion: its think
+    /// time is short, yet since 6.9 the first sample of a new queue counts 2 x slice_idle
+    /// (16 ms), so the mean, valid from the third sample on, is 4.7 ms > slice_idle / 2
+    /// there, and 3.3 ms at the fourth. BFQ's log of seed 004's 32 random readers says
+    /// the same of every queue: `short_ttime` 1, 1, 0, then 1 at its expirations. Before
+    /// 6.9 the first sample is the few µs since the queue was created.
+    #[test]
+    fn a_new_queue_has_a_long_think_time_at_its_third_request_since_6_9() {
+        let run = |kernel: u32| {
+            let mut e = env();
+            e.kernel = kernel;
+            let mut b = Bfq::new(&Settings::default(), &e).unwrap();
+            let t = |k: u64| k * 600_000;
+            let rqs: Vec<_> = (0..5).map(|k| rq(0, k * 8, t(k))).collect();
+            let mut short = Vec::new();
+            for k in 0..5u64 {
+                let rem = [4 - k as u32, 0];
+                b.insert(&ctx(t(k), &rqs, &rem), k as u32);
+                short.push(b.short_ttime(0));
+                assert_eq!(b.dispatch(&ctx(t(k), &rqs, &rem)), Some(k as u32));
+                b.completed(&ctx(t(k) + 500_000, &rqs, &rem), k as u32);
+                // Expired, as BFQ did with other queues waiting (its samples are taken
+                // only when the queue is not busy).
+                b.force_expire(
+                    &ctx(t(k) + 500_000, &rqs, &rem),
+                    ExpireReason::NoMoreRequests,
+                );
+            }
+            short
+        };
+        assert_eq!(run(6018), [true, true, false, true, true]);
+        assert_eq!(run(6008), [true; 5]);
+    }
+
+    /// `bfq_init_bfqq`: "first request is almost certainly seeky", so a queue's seek
+    /// history starts with one seeky request, and its first request (no position before
+    /// it) adds a sequential one. A random reader's queue is seeky (more than 19 seeky
+    /// requests in the last 32) at its 20th request, not its 21st.
+    #[test]
+    fn a_random_reader_is_seeky_at_its_twentieth_request() {
+        let mut b = Bfq::new(&Settings::default(), &env()).unwrap();
+        let t = |k: u64| k * 1_000_000;
+        let rqs: Vec<_> = (0..21)
+            .map(|k| rq(0, (k % 2) << 30 | k << 12, t(k)))
+            .collect();
+        let mut seeky = Vec::new();
+        for k in 0..21u64 {
+            let rem = [20 - k as u32, 0];
+            b.insert(&ctx(t(k), &rqs, &rem), k as u32);
+            seeky.push(b.queues[0].seeky());
+            assert_eq!(b.dispatch(&ctx(t(k), &rqs, &rem)), Some(k as u32));
+            b.completed(&ctx(t(k) + 500_000, &rqs, &rem), k as u32);
+        }
+        let first_seeky = seeky.iter().position(|s| *s).map(|i| i + 1);
+        assert_eq!(first_seeky, Some(20), "{seeky:?}");
     }
 
     fn expirations(b: &mut Bfq) -> Vec<(u32, ExpireReason)> {
