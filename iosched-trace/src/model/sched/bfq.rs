@@ -108,6 +108,8 @@ const REQUEUE_EMPTY_PREEMPTED: bool = true;
 /// A cgroup's BFQ weight (`io.bfq.weight`, cgroup v2's default; v1's
 /// `BFQ_WEIGHT_LEGACY_DFL` is the same).
 const GROUP_WEIGHT: f64 = 100.0;
+/// The root group's index in `Bfq::groups`.
+const ROOT_GROUP: usize = 0;
 /// `queue_of` of a request no queue holds.
 const NO_QUEUE: u32 = u32::MAX;
 /// Async queues are charged this much more per sector.
@@ -147,6 +149,9 @@ struct Queue {
     sync: bool,
     cgroup: u64,
     root_group: bool,
+    /// Its group's index in `Bfq::groups` (from `root_group` and `cgroup`, which a queue
+    /// keeps for life).
+    group: usize,
     sorted: BTreeSet<(u64, RqId)>,
     fifo: VecDeque<RqId>,
     dispatched: u32,
@@ -220,6 +225,21 @@ struct Queue {
     non_blocking_wait_rq: bool,
 }
 
+/// What `bfqq_request_over_limit` reads of one group (the root group or a cgroup's),
+/// kept up to date where it changes (a queue enters or leaves the busy set, changes
+/// weight while busy, gains or loses a request): the depth is asked for at every request
+/// allocation, and a walk over all queues there took a tenth of a replay.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct GroupLoad {
+    /// Weights of its busy queues, summed. Whole numbers, so the running sum is exactly
+    /// what summing them afresh gives (as for `Bfq::busy_weight`).
+    busy_weight: f64,
+    /// Its busy queues: a cgroup's group with any is active in the root group's scheduler.
+    busy_queues: u32,
+    /// Its queues' requests held or in the driver (`Bfq::allocated`, summed).
+    allocated: u64,
+}
+
 impl Queue {
     fn queued(&self) -> usize {
         self.sorted.len()
@@ -262,6 +282,12 @@ pub struct Bfq {
     /// over it at each dispatch). Weights are whole numbers, so the running sum is exactly
     /// what summing them afresh gives.
     busy_weight: f64,
+    /// Per group, indexed by `Queue::group` ([`ROOT_GROUP`] first), and the index of
+    /// each cgroup's group.
+    groups: Vec<GroupLoad>,
+    group_index: FxHashMap<u64, usize>,
+    /// Cgroups' groups (not the root group) with a busy queue.
+    active_groups: u32,
     wait_request: bool,
     timer: Option<u64>,
     idle_since: u64,
@@ -347,6 +373,9 @@ impl Bfq {
             busy: 0,
             wr_busy: 0,
             busy_weight: 0.0,
+            groups: vec![GroupLoad::default()],
+            group_index: FxHashMap::default(),
+            active_groups: 0,
             wait_request: false,
             timer: None,
             idle_since: 0,
@@ -609,12 +638,24 @@ impl Bfq {
             .get(stream as usize)
             .copied()
             .unwrap_or(0);
+        let root_group = self.is_root(cgroup);
+        let group = if root_group {
+            ROOT_GROUP
+        } else {
+            let next = self.groups.len();
+            let g = *self.group_index.entry(cgroup).or_insert(next);
+            if g == next {
+                self.groups.push(GroupLoad::default());
+            }
+            g
+        };
         self.queues.push(Queue {
             stream,
             orig_weight: ioprio_weight(ioprio),
             sync,
             cgroup,
-            root_group: self.is_root(cgroup),
+            root_group,
+            group,
             sorted: BTreeSet::new(),
             fifo: VecDeque::new(),
             dispatched: 0,
@@ -851,6 +892,7 @@ impl Bfq {
         let raised_now = qq.wr_coeff > 1;
         self.busy += 1;
         self.busy_weight += weight;
+        self.group_busy(q, weight, true);
         if raised_now {
             self.wr_busy += 1;
         }
@@ -1270,11 +1312,14 @@ impl Bfq {
                 .sum::<f64>()
         );
         self.vtime += f64::from(charge) / wsum.max(1.0);
+        let allocated = self.allocated(q);
         let qq = &mut self.queues[q];
         qq.sorted.remove(&(self.rq_pos[rq as usize], rq));
         self.rq_pos[rq as usize] = u64::MAX;
         self.total_queued -= 1;
         qq.dispatched += 1;
+        self.allocated_changed(q, allocated);
+        let qq = &mut self.queues[q];
         qq.service += charge;
         if qq.service_from_backlogged == 0 {
             qq.first_io_time = ctx.now;
@@ -1304,10 +1349,12 @@ impl Bfq {
         let qq = &mut self.queues[q];
         qq.busy = false;
         self.busy -= 1;
-        self.busy_weight -= qq.weight();
+        let weight = qq.weight();
+        self.busy_weight -= weight;
         if qq.wr_coeff > 1 {
             self.wr_busy -= 1;
         }
+        self.group_busy(q, weight, false);
     }
 
     /// Trace-driven check ([`crate::model::bfqcheck`]): the queue of `stream`'s sync or
@@ -1474,7 +1521,9 @@ impl Bfq {
             if end {
                 self.wr_busy -= 1;
             }
-            self.busy_weight += qq.weight() - raised;
+            let delta = qq.weight() - raised;
+            self.busy_weight += delta;
+            self.groups[qq.group].busy_weight += delta;
         }
     }
 }
@@ -1532,52 +1581,87 @@ impl Bfq {
         if !qq.busy {
             return false;
         }
+        self.check_group_loads_in_tests();
         let share = |limit: u64, weight: f64, wsum: f64| -> u64 {
             let (w, sum) = (weight.round() as u64, wsum.round().max(1.0) as u64);
             (limit * w + sum / 2) / sum
         };
         let mut limit = u64::from(limit);
-        let group = self.group_key(q);
-        // The share among every busy queue is a lower bound of the share among the root
-        // group's (DIV_ROUND_CLOSEST falls as the weight sum grows): most allocations are
-        // below it, and need no walk over the queues.
-        if group.is_none() && self.allocated(q) < share(limit, qq.weight(), self.busy_weight) {
-            return false;
-        }
-        let same_group = |o: &Queue| (!o.root_group).then_some(o.cgroup) == group;
-        // One walk over the queues: the root group's busy weights and its active groups,
-        // and the queue's own group's busy weights and allocated requests.
-        let (mut root_wsum, mut wsum, mut in_group) = (0.0, 0.0, 0u64);
-        let mut groups: Vec<u64> = Vec::new();
-        for (i, o) in self.queues.iter().enumerate() {
-            let mine = same_group(o);
-            if mine {
-                in_group += self.allocated(i);
-            }
-            if !o.busy {
-                continue;
-            }
-            if o.root_group {
-                root_wsum += o.weight();
-            } else if !groups.contains(&o.cgroup) {
-                groups.push(o.cgroup);
-            }
-            if mine {
-                wsum += o.weight();
-            }
-        }
-        if group.is_some() {
+        let group = &self.groups[qq.group];
+        if qq.group != ROOT_GROUP {
             // The group's entity among the root group's: its queues and the active groups.
+            let root = &self.groups[ROOT_GROUP];
             limit = share(
                 limit,
                 GROUP_WEIGHT,
-                root_wsum + GROUP_WEIGHT * groups.len() as f64,
+                root.busy_weight + GROUP_WEIGHT * f64::from(self.active_groups),
             );
-            if in_group >= limit {
+            if group.allocated >= limit {
                 return true;
             }
         }
-        self.allocated(q) >= share(limit, qq.weight(), wsum)
+        self.allocated(q) >= share(limit, qq.weight(), group.busy_weight)
+    }
+
+    /// Queue `q`, of `weight`, joins (or leaves) the busy set: its group's load follows.
+    fn group_busy(&mut self, q: usize, weight: f64, joins: bool) {
+        let g = self.queues[q].group;
+        let load = &mut self.groups[g];
+        if joins {
+            load.busy_weight += weight;
+            load.busy_queues += 1;
+        } else {
+            load.busy_weight -= weight;
+            load.busy_queues -= 1;
+        }
+        if g != ROOT_GROUP && load.busy_queues == u32::from(joins) {
+            if joins {
+                self.active_groups += 1;
+            } else {
+                self.active_groups -= 1;
+            }
+        }
+    }
+
+    /// Queue `q` had `before` requests allocated: its group's count follows its new one.
+    fn allocated_changed(&mut self, q: usize, before: u64) {
+        let now = self.allocated(q);
+        let load = &mut self.groups[self.queues[q].group];
+        load.allocated = load.allocated + now - before;
+    }
+
+    /// [`Bfq::check_group_loads`] in tests and debug builds: at every depth decision, and
+    /// at the simulator's every call (the state the previous one left), so an update site
+    /// missed fails loudly.
+    fn check_group_loads_in_tests(&self) {
+        if cfg!(any(test, debug_assertions)) {
+            self.check_group_loads();
+        }
+    }
+
+    /// The group loads kept as queues change against a recomputation from the queues.
+    fn check_group_loads(&self) {
+        let mut fresh = vec![GroupLoad::default(); self.groups.len()];
+        for (i, qq) in self.queues.iter().enumerate() {
+            let expected = if qq.root_group {
+                ROOT_GROUP
+            } else {
+                self.group_index[&qq.cgroup]
+            };
+            assert_eq!(qq.group, expected, "queue {i}'s group index");
+            let load = &mut fresh[qq.group];
+            load.allocated += self.allocated(i);
+            if qq.busy {
+                load.busy_weight += qq.weight();
+                load.busy_queues += 1;
+            }
+        }
+        assert_eq!(
+            fresh, self.groups,
+            "BFQ's group loads drifted from its queues"
+        );
+        let active = fresh[1..].iter().filter(|g| g.busy_queues > 0).count();
+        assert_eq!(self.active_groups as usize, active, "active cgroup groups");
     }
 
     fn stably_merged(&self, stream: u32) -> bool {
@@ -1811,7 +1895,9 @@ impl Bfq {
         let (was, weight) = (qq.wr_coeff, qq.weight());
         qq.wr_coeff = coeff;
         if qq.busy {
-            self.busy_weight += qq.weight() - weight;
+            let delta = qq.weight() - weight;
+            self.busy_weight += delta;
+            self.groups[qq.group].busy_weight += delta;
             match (was > 1, coeff > 1) {
                 (false, true) => self.wr_busy += 1,
                 (true, false) => self.wr_busy -= 1,
@@ -2033,6 +2119,7 @@ impl Scheduler for Bfq {
     }
 
     fn insert(&mut self, ctx: &Ctx, rq: RqId) {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         let q = self.queue_for(ctx, rq);
         let (stream, sector) = (ctx.rqs[rq as usize].stream, ctx.rqs[rq as usize].sector);
@@ -2071,6 +2158,7 @@ impl Scheduler for Bfq {
             self.check_waker(q, ctx.now);
         }
         self.update_io_intensity(q, ctx.now);
+        let allocated = self.allocated(q);
         {
             let qq = &mut self.queues[q];
             qq.sorted.insert((sector, rq));
@@ -2080,6 +2168,7 @@ impl Scheduler for Bfq {
             self.rq_pos[rq as usize] = sector;
             qq.fifo.push_back(rq);
         }
+        self.allocated_changed(q, allocated);
         self.total_queued += 1;
         if !self.queues[q].busy {
             self.activate(ctx, q, sectors);
@@ -2106,6 +2195,7 @@ impl Scheduler for Bfq {
     /// `bfq_add_request`: no activation, think time or waker check). Before, it bypassed
     /// the scheduler (`blk_mq_sched_bypass_insert`, RQF_FLUSH_SEQ) and BFQ never knew it.
     fn insert_at_head(&mut self, ctx: &Ctx, rq: RqId) {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         if self.kernel < 6005 {
             return;
@@ -2122,13 +2212,16 @@ impl Scheduler for Bfq {
     /// counting it in its queue's `dispatched` (its completion is the queue's like any
     /// other) without charging any service.
     fn dispatched_at_head(&mut self, ctx: &Ctx, rq: RqId) {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         if let Some(q) = self.queue_of_rq(rq) {
             self.queues[q].dispatched += 1;
+            self.groups[self.queues[q].group].allocated += 1;
         }
     }
 
     fn dispatch(&mut self, ctx: &Ctx) -> Option<RqId> {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         if self.strict && ctx.in_driver > 0 {
             return None;
@@ -2141,15 +2234,18 @@ impl Scheduler for Bfq {
     }
 
     fn completed(&mut self, ctx: &Ctx, rq: RqId) {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         let Some(q) = self.queue_of_rq(rq) else {
             return;
         };
+        let allocated = self.allocated(q);
         {
             let qq = &mut self.queues[q];
             qq.dispatched = qq.dispatched.saturating_sub(1);
             qq.last_end_request = ctx.now;
         }
+        self.allocated_changed(q, allocated);
         self.last_completed = Some(q);
         self.last_completion = ctx.now;
         // `bfq_completed_request`: the deferred soft real-time bound, once nothing is in
@@ -2195,6 +2291,7 @@ impl Scheduler for Bfq {
     }
 
     fn timer(&mut self, ctx: &Ctx) {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         // It fired: whatever follows arms a new one (a timer left set would fire again at
         // the same instant, for ever).
@@ -2271,6 +2368,7 @@ impl Scheduler for Bfq {
     }
 
     fn take_decisions(&mut self) -> Vec<Decided> {
+        self.check_group_loads_in_tests();
         std::mem::take(&mut self.decisions)
     }
 
