@@ -179,6 +179,9 @@ struct Sim<'a> {
     /// many bios are asleep here or in wbt.
     blocked: Vec<std::collections::VecDeque<Asleep>>,
     blocked_seq: u64,
+    /// Scratch for [`Sim::unblock`]'s order of processes to wake, kept between passes: a
+    /// pass runs at every completion, and most find a sleeper.
+    wake_order: BinaryHeap<Reverse<(u64, usize)>>,
     blocked_of: Vec<u32>,
     /// Bios asleep in wbt (as `blocked`, a queue of its own: wbt's wait queue is not the
     /// tags'), per stream how many of them, requests of tracked bios that exist, and per
@@ -284,6 +287,12 @@ impl<'a> CtxParts<'a> {
 /// of 32 fio psync readers (`RS`) 21 of the 27 exits logged came within 1.5 ms of their last
 /// completion, the rest within 9 ms, and BFQ's idle timer never ran out for any of them.
 pub(crate) fn last_io_at(w: &Workload, origin: u64) -> Vec<u64> {
+    last_io_at_given(w, origin, &exits_promptly(w))
+}
+
+/// [`last_io_at`] with [`exits_promptly`]'s answer given (the simulator keeps it too: one
+/// pass over the bios, not two).
+fn last_io_at_given(w: &Workload, origin: u64, exits_promptly: &[bool]) -> Vec<u64> {
     let mut last = vec![0u64; w.streams.len()];
     for io in &w.ios {
         let t = &mut last[io.stream as usize];
@@ -291,8 +300,8 @@ pub(crate) fn last_io_at(w: &Workload, origin: u64) -> Vec<u64> {
     }
     let span = w.end_ns.saturating_sub(w.start_ns) as f64;
     last.into_iter()
-        .zip(exits_promptly(w))
-        .map(|(t, prompt)| {
+        .zip(exits_promptly)
+        .map(|(t, &prompt)| {
             let from_start = t.saturating_sub(w.start_ns) as f64;
             if prompt || from_start < super::continuation::RAN_TO_END_SHARE * span {
                 u64::MAX
@@ -352,6 +361,7 @@ pub fn run(
     let mut sched = sched;
     // Without events nobody reads the decisions either.
     sched.keep_decisions(cfg.emit);
+    let prompt = exits_promptly(w);
     let mut sim = Sim {
         w,
         dev,
@@ -366,8 +376,8 @@ pub fn run(
         after_c,
         plugs: vec![Vec::new(); w.streams.len()],
         remaining: w.streams.iter().map(|s| s.ios).collect(),
-        last_io_at: last_io_at(w, w.start_ns),
-        exits_promptly: exits_promptly(w),
+        last_io_at: last_io_at_given(w, w.start_ns, &prompt),
+        exits_promptly: prompt,
         by_end: FxHashMap::default(),
         by_start: FxHashMap::default(),
         bypass: Default::default(),
@@ -391,6 +401,7 @@ pub fn run(
         ],
         blocked: vec![Default::default(); w.streams.len()],
         blocked_seq: 0,
+        wake_order: BinaryHeap::new(),
         blocked_of: vec![0; w.streams.len()],
         wbt_asleep: Default::default(),
         in_wbt: vec![0; w.streams.len()],
@@ -703,13 +714,14 @@ impl<'a> Sim<'a> {
     /// heap of one entry per process: a pass costs the number of processes asleep, not of
     /// bios). Arrivals are events, so no bio goes to sleep during a pass.
     fn unblock(&mut self) {
-        use std::{cmp::Reverse, collections::BinaryHeap};
-        let mut next: BinaryHeap<Reverse<(u64, usize)>> = self
-            .blocked
-            .iter()
-            .enumerate()
-            .filter_map(|(s, q)| q.front().map(|a| Reverse((a.seq, s))))
-            .collect();
+        let mut next = std::mem::take(&mut self.wake_order);
+        next.clear();
+        next.extend(
+            self.blocked
+                .iter()
+                .enumerate()
+                .filter_map(|(s, q)| q.front().map(|a| Reverse((a.seq, s)))),
+        );
         while let Some(Reverse((_, s))) = next.pop() {
             let Asleep {
                 bio: i,
@@ -755,6 +767,7 @@ impl<'a> Sim<'a> {
             }
             self.submitted(i);
         }
+        self.wake_order = next;
     }
 
     /// wbt would put bio `i` to sleep before its request is allocated.

@@ -229,11 +229,11 @@ struct Queue {
 /// kept up to date where it changes (a queue enters or leaves the busy set, changes
 /// weight while busy, gains or loses a request): the depth is asked for at every request
 /// allocation, and a walk over all queues there took a tenth of a replay.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct GroupLoad {
-    /// Weights of its busy queues, summed. Whole numbers, so the running sum is exactly
-    /// what summing them afresh gives (as for `Bfq::busy_weight`).
-    busy_weight: f64,
+    /// Weights of its busy queues, summed ([`whole_weight`]: the shares are integer
+    /// arithmetic in the kernel).
+    busy_weight: u64,
     /// Its busy queues: a cgroup's group with any is active in the root group's scheduler.
     busy_queues: u32,
     /// Its queues' requests held or in the driver (`Bfq::allocated`, summed).
@@ -1521,9 +1521,9 @@ impl Bfq {
             if end {
                 self.wr_busy -= 1;
             }
-            let delta = qq.weight() - raised;
-            self.busy_weight += delta;
-            self.groups[qq.group].busy_weight += delta;
+            self.busy_weight += qq.weight() - raised;
+            let load = &mut self.groups[qq.group];
+            load.busy_weight = load.busy_weight + whole_weight(qq.weight()) - whole_weight(raised);
         }
     }
 }
@@ -1582,29 +1582,32 @@ impl Bfq {
             return false;
         }
         self.check_group_loads_in_tests();
-        let share = |limit: u64, weight: f64, wsum: f64| -> u64 {
-            let (w, sum) = (weight.round() as u64, wsum.round().max(1.0) as u64);
-            (limit * w + sum / 2) / sum
+        // DIV_ROUND_CLOSEST(limit * weight, wsum).
+        let share = |limit: u64, weight: u64, wsum: u64| -> u64 {
+            let sum = wsum.max(1);
+            (limit * weight + sum / 2) / sum
         };
         let mut limit = u64::from(limit);
         let group = &self.groups[qq.group];
         if qq.group != ROOT_GROUP {
             // The group's entity among the root group's: its queues and the active groups.
             let root = &self.groups[ROOT_GROUP];
+            let group_weight = whole_weight(GROUP_WEIGHT);
             limit = share(
                 limit,
-                GROUP_WEIGHT,
-                root.busy_weight + GROUP_WEIGHT * f64::from(self.active_groups),
+                group_weight,
+                root.busy_weight + group_weight * u64::from(self.active_groups),
             );
             if group.allocated >= limit {
                 return true;
             }
         }
-        self.allocated(q) >= share(limit, qq.weight(), group.busy_weight)
+        self.allocated(q) >= share(limit, whole_weight(qq.weight()), group.busy_weight)
     }
 
     /// Queue `q`, of `weight`, joins (or leaves) the busy set: its group's load follows.
     fn group_busy(&mut self, q: usize, weight: f64, joins: bool) {
+        let weight = whole_weight(weight);
         let g = self.queues[q].group;
         let load = &mut self.groups[g];
         if joins {
@@ -1652,7 +1655,7 @@ impl Bfq {
             let load = &mut fresh[qq.group];
             load.allocated += self.allocated(i);
             if qq.busy {
-                load.busy_weight += qq.weight();
+                load.busy_weight += whole_weight(qq.weight());
                 load.busy_queues += 1;
             }
         }
@@ -1895,9 +1898,9 @@ impl Bfq {
         let (was, weight) = (qq.wr_coeff, qq.weight());
         qq.wr_coeff = coeff;
         if qq.busy {
-            let delta = qq.weight() - weight;
-            self.busy_weight += delta;
-            self.groups[qq.group].busy_weight += delta;
+            self.busy_weight += qq.weight() - weight;
+            let load = &mut self.groups[qq.group];
+            load.busy_weight = load.busy_weight + whole_weight(qq.weight()) - whole_weight(weight);
             match (was > 1, coeff > 1) {
                 (false, true) => self.wr_busy += 1,
                 (true, false) => self.wr_busy -= 1,
@@ -2390,6 +2393,13 @@ fn ioprio_class_level(ioprio: u16) -> (u16, u16) {
 /// A queue's weight from its I/O priority (`bfq_ioprio_to_weight`): `(8 - level) x 10`;
 /// no priority (0) is the kernel's default, best effort level 4. The class (RT before BE
 /// before IDLE) is not modelled: only its level's weight.
+/// A queue's weight as the integer it is (I/O priority weights times raising
+/// coefficients): what the kernel's `DIV_ROUND_CLOSEST` shares take.
+fn whole_weight(weight: f64) -> u64 {
+    debug_assert!(weight >= 0.0 && weight.fract() == 0.0, "weight {weight}");
+    weight as u64
+}
+
 fn ioprio_weight(ioprio: u16) -> f64 {
     let (class, level) = (ioprio >> 13, ioprio & 0x1fff);
     if class == 0 || level >= 8 {
