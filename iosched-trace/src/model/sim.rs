@@ -120,6 +120,35 @@ enum Ev {
     Timer,
 }
 
+/// An event due at `t`, the `seq`th pushed. The heap gives the earliest first, in push order
+/// at equal times (`seq` is unique, so the event itself never decides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Due {
+    t: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl Due {
+    /// `(t, seq)` as one number: one wide comparison instead of two in the heap's sifts.
+    fn key(&self) -> u128 {
+        (u128::from(self.t) << 64) | u128::from(self.seq)
+    }
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // Reversed: `BinaryHeap` is a max-heap.
+        other.key().cmp(&self.key())
+    }
+}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// Base of synthetic ids; bios and requests never collide.
 const BIO_ID: u64 = 1 << 40;
 const RQ_ID: u64 = 1 << 20;
@@ -135,7 +164,7 @@ struct Sim<'a> {
     dev: &'a DeviceModel,
     cfg: SimConfig,
     sched: Box<dyn Scheduler + 'a>,
-    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    heap: BinaryHeap<Due>,
     seq: u64,
     now: u64,
     rqs: Vec<Rq>,
@@ -179,6 +208,11 @@ struct Sim<'a> {
     /// many bios are asleep here or in wbt.
     blocked: Vec<std::collections::VecDeque<Asleep>>,
     blocked_seq: u64,
+    /// Bios in `blocked`, all processes: none, and a pass has nothing to look at.
+    asleep: usize,
+    /// Scratch for [`Sim::unblock`]'s order of processes to wake, kept between passes: a
+    /// pass runs at every completion, and most find a sleeper.
+    wake_order: BinaryHeap<Reverse<(u64, usize)>>,
     blocked_of: Vec<u32>,
     /// Bios asleep in wbt (as `blocked`, a queue of its own: wbt's wait queue is not the
     /// tags'), per stream how many of them, requests of tracked bios that exist, and per
@@ -284,6 +318,12 @@ impl<'a> CtxParts<'a> {
 /// of 32 fio psync readers (`RS`) 21 of the 27 exits logged came within 1.5 ms of their last
 /// completion, the rest within 9 ms, and BFQ's idle timer never ran out for any of them.
 pub(crate) fn last_io_at(w: &Workload, origin: u64) -> Vec<u64> {
+    last_io_at_given(w, origin, &exits_promptly(w))
+}
+
+/// [`last_io_at`] with [`exits_promptly`]'s answer given (the simulator keeps it too: one
+/// pass over the bios, not two).
+fn last_io_at_given(w: &Workload, origin: u64, exits_promptly: &[bool]) -> Vec<u64> {
     let mut last = vec![0u64; w.streams.len()];
     for io in &w.ios {
         let t = &mut last[io.stream as usize];
@@ -291,8 +331,8 @@ pub(crate) fn last_io_at(w: &Workload, origin: u64) -> Vec<u64> {
     }
     let span = w.end_ns.saturating_sub(w.start_ns) as f64;
     last.into_iter()
-        .zip(exits_promptly(w))
-        .map(|(t, prompt)| {
+        .zip(exits_promptly)
+        .map(|(t, &prompt)| {
             let from_start = t.saturating_sub(w.start_ns) as f64;
             if prompt || from_start < super::continuation::RAN_TO_END_SHARE * span {
                 u64::MAX
@@ -352,6 +392,7 @@ pub fn run(
     let mut sched = sched;
     // Without events nobody reads the decisions either.
     sched.keep_decisions(cfg.emit);
+    let prompt = exits_promptly(w);
     let mut sim = Sim {
         w,
         dev,
@@ -366,8 +407,8 @@ pub fn run(
         after_c,
         plugs: vec![Vec::new(); w.streams.len()],
         remaining: w.streams.iter().map(|s| s.ios).collect(),
-        last_io_at: last_io_at(w, w.start_ns),
-        exits_promptly: exits_promptly(w),
+        last_io_at: last_io_at_given(w, w.start_ns, &prompt),
+        exits_promptly: prompt,
         by_end: FxHashMap::default(),
         by_start: FxHashMap::default(),
         bypass: Default::default(),
@@ -391,6 +432,8 @@ pub fn run(
         ],
         blocked: vec![Default::default(); w.streams.len()],
         blocked_seq: 0,
+        asleep: 0,
+        wake_order: BinaryHeap::new(),
         blocked_of: vec![0; w.streams.len()],
         wbt_asleep: Default::default(),
         in_wbt: vec![0; w.streams.len()],
@@ -457,7 +500,7 @@ pub fn run(
     let mut stalled_reruns = 0u32;
     loop {
         let from_open = match (open.peek(), sim.heap.peek()) {
-            (Some((t, _)), Some(Reverse((h, _, _)))) => t <= h,
+            (Some((t, _)), Some(Due { t: h, .. })) => t <= h,
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (None, None) => break,
@@ -466,7 +509,7 @@ pub fn run(
             let (t, i) = open.next().expect("peeked");
             (t, Ev::Arrive(i))
         } else {
-            let Reverse((t, _, ev)) = sim.heap.pop().expect("peeked");
+            let Due { t, ev, .. } = sim.heap.pop().expect("peeked");
             (t, ev)
         };
         sim.now = t;
@@ -516,7 +559,11 @@ pub fn run(
 impl<'a> Sim<'a> {
     fn push(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
-        self.heap.push(Reverse((t, self.seq, ev)));
+        self.heap.push(Due {
+            t,
+            seq: self.seq,
+            ev,
+        });
     }
 
     fn emit(&mut self, kind: EventKind, f: impl FnOnce(&mut Event)) {
@@ -692,6 +739,7 @@ impl<'a> Sim<'a> {
             seq: self.blocked_seq,
         });
         self.blocked_seq += 1;
+        self.asleep += 1;
     }
 
     /// Wakes sleeping bios while requests are free: each tries a merge first (a woken
@@ -703,13 +751,17 @@ impl<'a> Sim<'a> {
     /// heap of one entry per process: a pass costs the number of processes asleep, not of
     /// bios). Arrivals are events, so no bio goes to sleep during a pass.
     fn unblock(&mut self) {
-        use std::{cmp::Reverse, collections::BinaryHeap};
-        let mut next: BinaryHeap<Reverse<(u64, usize)>> = self
-            .blocked
-            .iter()
-            .enumerate()
-            .filter_map(|(s, q)| q.front().map(|a| Reverse((a.seq, s))))
-            .collect();
+        if self.asleep == 0 {
+            return;
+        }
+        let mut next = std::mem::take(&mut self.wake_order);
+        next.clear();
+        next.extend(
+            self.blocked
+                .iter()
+                .enumerate()
+                .filter_map(|(s, q)| q.front().map(|a| Reverse((a.seq, s)))),
+        );
         while let Some(Reverse((_, s))) = next.pop() {
             let Asleep {
                 bio: i,
@@ -749,12 +801,14 @@ impl<'a> Sim<'a> {
                 self.run_queue();
             }
             self.blocked[s].pop_front();
+            self.asleep -= 1;
             self.blocked_of[s] -= 1;
             if let Some(a) = self.blocked[s].front() {
                 next.push(Reverse((a.seq, s)));
             }
             self.submitted(i);
         }
+        self.wake_order = next;
     }
 
     /// wbt would put bio `i` to sleep before its request is allocated.
@@ -816,11 +870,15 @@ impl<'a> Sim<'a> {
     /// ([`Scheduler::depth_one_tags`], a walk over its queues for BFQ).
     fn refused_depth(&self, i: u32) -> Option<TagDepth> {
         let first_free = self.first_tags.first().is_some_and(Option::is_none);
-        if first_free && !self.no_request_for(i, TagDepth::Limit) {
+        let over_limit = self.no_request_for(i, TagDepth::Limit);
+        if first_free && !over_limit {
             return None;
         }
-        let depth = self.tag_depth(i);
-        self.no_request_for(i, depth).then_some(depth)
+        match self.tag_depth(i) {
+            // Asked already (the scheduler's answer does not change in between).
+            TagDepth::Limit => over_limit.then_some(TagDepth::Limit),
+            depth => self.no_request_for(i, depth).then_some(depth),
+        }
     }
 
     /// The depth bio `i`'s request allocation gets now.

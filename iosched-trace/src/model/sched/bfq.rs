@@ -108,6 +108,8 @@ const REQUEUE_EMPTY_PREEMPTED: bool = true;
 /// A cgroup's BFQ weight (`io.bfq.weight`, cgroup v2's default; v1's
 /// `BFQ_WEIGHT_LEGACY_DFL` is the same).
 const GROUP_WEIGHT: f64 = 100.0;
+/// The root group's index in `Bfq::groups`.
+const ROOT_GROUP: usize = 0;
 /// `queue_of` of a request no queue holds.
 const NO_QUEUE: u32 = u32::MAX;
 /// Async queues are charged this much more per sector.
@@ -147,6 +149,9 @@ struct Queue {
     sync: bool,
     cgroup: u64,
     root_group: bool,
+    /// Its group's index in `Bfq::groups` (from `root_group` and `cgroup`, which a queue
+    /// keeps for life).
+    group: usize,
     sorted: BTreeSet<(u64, RqId)>,
     fifo: VecDeque<RqId>,
     dispatched: u32,
@@ -231,6 +236,21 @@ struct Queue {
     non_blocking_wait_rq: bool,
 }
 
+/// What `bfqq_request_over_limit` reads of one group (the root group or a cgroup's),
+/// kept up to date where it changes (a queue enters or leaves the busy set, changes
+/// weight while busy, gains or loses a request): the depth is asked for at every request
+/// allocation, and a walk over all queues there took a tenth of a replay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct GroupLoad {
+    /// Weights of its busy queues, summed ([`whole_weight`]: the shares are integer
+    /// arithmetic in the kernel).
+    busy_weight: u64,
+    /// Its busy queues: a cgroup's group with any is active in the root group's scheduler.
+    busy_queues: u32,
+    /// Its queues' requests held or in the driver (`Bfq::allocated`, summed).
+    allocated: u64,
+}
+
 impl Queue {
     fn queued(&self) -> usize {
         self.sorted.len()
@@ -273,6 +293,12 @@ pub struct Bfq {
     /// over it at each dispatch). Weights are whole numbers, so the running sum is exactly
     /// what summing them afresh gives.
     busy_weight: f64,
+    /// Per group, indexed by `Queue::group` ([`ROOT_GROUP`] first), and the index of
+    /// each cgroup's group.
+    groups: Vec<GroupLoad>,
+    group_index: FxHashMap<u64, usize>,
+    /// Cgroups' groups (not the root group) with a busy queue.
+    active_groups: u32,
     wait_request: bool,
     timer: Option<u64>,
     idle_since: u64,
@@ -358,6 +384,9 @@ impl Bfq {
             busy: 0,
             wr_busy: 0,
             busy_weight: 0.0,
+            groups: vec![GroupLoad::default()],
+            group_index: FxHashMap::default(),
+            active_groups: 0,
             wait_request: false,
             timer: None,
             idle_since: 0,
@@ -620,12 +649,24 @@ impl Bfq {
             .get(stream as usize)
             .copied()
             .unwrap_or(0);
+        let root_group = self.is_root(cgroup);
+        let group = if root_group {
+            ROOT_GROUP
+        } else {
+            let next = self.groups.len();
+            let g = *self.group_index.entry(cgroup).or_insert(next);
+            if g == next {
+                self.groups.push(GroupLoad::default());
+            }
+            g
+        };
         self.queues.push(Queue {
             stream,
             orig_weight: ioprio_weight(ioprio),
             sync,
             cgroup,
-            root_group: self.is_root(cgroup),
+            root_group,
+            group,
             sorted: BTreeSet::new(),
             fifo: VecDeque::new(),
             dispatched: 0,
@@ -865,6 +906,7 @@ impl Bfq {
         let raised_now = qq.wr_coeff > 1;
         self.busy += 1;
         self.busy_weight += weight;
+        self.group_busy(q, weight, true);
         if raised_now {
             self.wr_busy += 1;
         }
@@ -1284,11 +1326,14 @@ impl Bfq {
                 .sum::<f64>()
         );
         self.vtime += f64::from(charge) / wsum.max(1.0);
+        let allocated = self.allocated(q);
         let qq = &mut self.queues[q];
         qq.sorted.remove(&(self.rq_pos[rq as usize], rq));
         self.rq_pos[rq as usize] = u64::MAX;
         self.total_queued -= 1;
         qq.dispatched += 1;
+        self.allocated_changed(q, allocated);
+        let qq = &mut self.queues[q];
         qq.service += charge;
         if qq.service_from_backlogged == 0 {
             qq.first_io_time = ctx.now;
@@ -1318,10 +1363,12 @@ impl Bfq {
         let qq = &mut self.queues[q];
         qq.busy = false;
         self.busy -= 1;
-        self.busy_weight -= qq.weight();
+        let weight = qq.weight();
+        self.busy_weight -= weight;
         if qq.wr_coeff > 1 {
             self.wr_busy -= 1;
         }
+        self.group_busy(q, weight, false);
     }
 
     /// Trace-driven check ([`crate::model::bfqcheck`]): the queue of `stream`'s sync or
@@ -1489,6 +1536,8 @@ impl Bfq {
                 self.wr_busy -= 1;
             }
             self.busy_weight += qq.weight() - raised;
+            let load = &mut self.groups[qq.group];
+            load.busy_weight = load.busy_weight + whole_weight(qq.weight()) - whole_weight(raised);
         }
     }
 }
@@ -1546,52 +1595,90 @@ impl Bfq {
         if !qq.busy {
             return false;
         }
-        let share = |limit: u64, weight: f64, wsum: f64| -> u64 {
-            let (w, sum) = (weight.round() as u64, wsum.round().max(1.0) as u64);
-            (limit * w + sum / 2) / sum
+        self.check_group_loads_in_tests();
+        // DIV_ROUND_CLOSEST(limit * weight, wsum).
+        let share = |limit: u64, weight: u64, wsum: u64| -> u64 {
+            let sum = wsum.max(1);
+            (limit * weight + sum / 2) / sum
         };
         let mut limit = u64::from(limit);
-        let group = self.group_key(q);
-        // The share among every busy queue is a lower bound of the share among the root
-        // group's (DIV_ROUND_CLOSEST falls as the weight sum grows): most allocations are
-        // below it, and need no walk over the queues.
-        if group.is_none() && self.allocated(q) < share(limit, qq.weight(), self.busy_weight) {
-            return false;
-        }
-        let same_group = |o: &Queue| (!o.root_group).then_some(o.cgroup) == group;
-        // One walk over the queues: the root group's busy weights and its active groups,
-        // and the queue's own group's busy weights and allocated requests.
-        let (mut root_wsum, mut wsum, mut in_group) = (0.0, 0.0, 0u64);
-        let mut groups: Vec<u64> = Vec::new();
-        for (i, o) in self.queues.iter().enumerate() {
-            let mine = same_group(o);
-            if mine {
-                in_group += self.allocated(i);
-            }
-            if !o.busy {
-                continue;
-            }
-            if o.root_group {
-                root_wsum += o.weight();
-            } else if !groups.contains(&o.cgroup) {
-                groups.push(o.cgroup);
-            }
-            if mine {
-                wsum += o.weight();
-            }
-        }
-        if group.is_some() {
+        let group = &self.groups[qq.group];
+        if qq.group != ROOT_GROUP {
             // The group's entity among the root group's: its queues and the active groups.
+            let root = &self.groups[ROOT_GROUP];
+            let group_weight = whole_weight(GROUP_WEIGHT);
             limit = share(
                 limit,
-                GROUP_WEIGHT,
-                root_wsum + GROUP_WEIGHT * groups.len() as f64,
+                group_weight,
+                root.busy_weight + group_weight * u64::from(self.active_groups),
             );
-            if in_group >= limit {
+            if group.allocated >= limit {
                 return true;
             }
         }
-        self.allocated(q) >= share(limit, qq.weight(), wsum)
+        self.allocated(q) >= share(limit, whole_weight(qq.weight()), group.busy_weight)
+    }
+
+    /// Queue `q`, of `weight`, joins (or leaves) the busy set: its group's load follows.
+    fn group_busy(&mut self, q: usize, weight: f64, joins: bool) {
+        let weight = whole_weight(weight);
+        let g = self.queues[q].group;
+        let load = &mut self.groups[g];
+        if joins {
+            load.busy_weight += weight;
+            load.busy_queues += 1;
+        } else {
+            load.busy_weight -= weight;
+            load.busy_queues -= 1;
+        }
+        if g != ROOT_GROUP && load.busy_queues == u32::from(joins) {
+            if joins {
+                self.active_groups += 1;
+            } else {
+                self.active_groups -= 1;
+            }
+        }
+    }
+
+    /// Queue `q` had `before` requests allocated: its group's count follows its new one.
+    fn allocated_changed(&mut self, q: usize, before: u64) {
+        let now = self.allocated(q);
+        let load = &mut self.groups[self.queues[q].group];
+        load.allocated = load.allocated + now - before;
+    }
+
+    /// [`Bfq::check_group_loads`] in tests and debug builds: at every depth decision, and
+    /// at the simulator's every call (the state the previous one left), so an update site
+    /// missed fails loudly.
+    fn check_group_loads_in_tests(&self) {
+        if cfg!(any(test, debug_assertions)) {
+            self.check_group_loads();
+        }
+    }
+
+    /// The group loads kept as queues change against a recomputation from the queues.
+    fn check_group_loads(&self) {
+        let mut fresh = vec![GroupLoad::default(); self.groups.len()];
+        for (i, qq) in self.queues.iter().enumerate() {
+            let expected = if qq.root_group {
+                ROOT_GROUP
+            } else {
+                self.group_index[&qq.cgroup]
+            };
+            assert_eq!(qq.group, expected, "queue {i}'s group index");
+            let load = &mut fresh[qq.group];
+            load.allocated += self.allocated(i);
+            if qq.busy {
+                load.busy_weight += whole_weight(qq.weight());
+                load.busy_queues += 1;
+            }
+        }
+        assert_eq!(
+            fresh, self.groups,
+            "BFQ's group loads drifted from its queues"
+        );
+        let active = fresh[1..].iter().filter(|g| g.busy_queues > 0).count();
+        assert_eq!(self.active_groups as usize, active, "active cgroup groups");
     }
 
     fn stably_merged(&self, stream: u32) -> bool {
@@ -1826,6 +1913,8 @@ impl Bfq {
         qq.wr_coeff = coeff;
         if qq.busy {
             self.busy_weight += qq.weight() - weight;
+            let load = &mut self.groups[qq.group];
+            load.busy_weight = load.busy_weight + whole_weight(qq.weight()) - whole_weight(weight);
             match (was > 1, coeff > 1) {
                 (false, true) => self.wr_busy += 1,
                 (true, false) => self.wr_busy -= 1,
@@ -2049,6 +2138,7 @@ impl Scheduler for Bfq {
     }
 
     fn insert(&mut self, ctx: &Ctx, rq: RqId) {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         let q = self.queue_for(ctx, rq);
         let (stream, sector) = (ctx.rqs[rq as usize].stream, ctx.rqs[rq as usize].sector);
@@ -2091,6 +2181,7 @@ impl Scheduler for Bfq {
             self.check_waker(q, ctx.now);
         }
         self.update_io_intensity(q, ctx.now);
+        let allocated = self.allocated(q);
         {
             let qq = &mut self.queues[q];
             qq.sorted.insert((sector, rq));
@@ -2100,6 +2191,7 @@ impl Scheduler for Bfq {
             self.rq_pos[rq as usize] = sector;
             qq.fifo.push_back(rq);
         }
+        self.allocated_changed(q, allocated);
         self.total_queued += 1;
         if !self.queues[q].busy {
             self.activate(ctx, q, sectors);
@@ -2126,6 +2218,7 @@ impl Scheduler for Bfq {
     /// `bfq_add_request`: no activation, think time or waker check). Before, it bypassed
     /// the scheduler (`blk_mq_sched_bypass_insert`, RQF_FLUSH_SEQ) and BFQ never knew it.
     fn insert_at_head(&mut self, ctx: &Ctx, rq: RqId) {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         if self.kernel < 6005 {
             return;
@@ -2142,13 +2235,16 @@ impl Scheduler for Bfq {
     /// counting it in its queue's `dispatched` (its completion is the queue's like any
     /// other) without charging any service.
     fn dispatched_at_head(&mut self, ctx: &Ctx, rq: RqId) {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         if let Some(q) = self.queue_of_rq(rq) {
             self.queues[q].dispatched += 1;
+            self.groups[self.queues[q].group].allocated += 1;
         }
     }
 
     fn dispatch(&mut self, ctx: &Ctx) -> Option<RqId> {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         if self.strict && ctx.in_driver > 0 {
             return None;
@@ -2161,16 +2257,19 @@ impl Scheduler for Bfq {
     }
 
     fn completed(&mut self, ctx: &Ctx, rq: RqId) {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         let Some(q) = self.queue_of_rq(rq) else {
             return;
         };
+        let allocated = self.allocated(q);
         {
             let qq = &mut self.queues[q];
             qq.dispatched = qq.dispatched.saturating_sub(1);
             qq.last_end_request = ctx.now;
             qq.first_ttime_sample_wraps = false;
         }
+        self.allocated_changed(q, allocated);
         self.last_completed = Some(q);
         self.last_completion = ctx.now;
         // `bfq_completed_request`: the deferred soft real-time bound, once nothing is in
@@ -2216,6 +2315,7 @@ impl Scheduler for Bfq {
     }
 
     fn timer(&mut self, ctx: &Ctx) {
+        self.check_group_loads_in_tests();
         self.now = ctx.now;
         // It fired: whatever follows arms a new one (a timer left set would fire again at
         // the same instant, for ever).
@@ -2292,6 +2392,7 @@ impl Scheduler for Bfq {
     }
 
     fn take_decisions(&mut self) -> Vec<Decided> {
+        self.check_group_loads_in_tests();
         std::mem::take(&mut self.decisions)
     }
 
@@ -2313,6 +2414,13 @@ fn ioprio_class_level(ioprio: u16) -> (u16, u16) {
 /// A queue's weight from its I/O priority (`bfq_ioprio_to_weight`): `(8 - level) x 10`;
 /// no priority (0) is the kernel's default, best effort level 4. The class (RT before BE
 /// before IDLE) is not modelled: only its level's weight.
+/// A queue's weight as the integer it is (I/O priority weights times raising
+/// coefficients): what the kernel's `DIV_ROUND_CLOSEST` shares take.
+fn whole_weight(weight: f64) -> u64 {
+    debug_assert!(weight >= 0.0 && weight.fract() == 0.0, "weight {weight}");
+    weight as u64
+}
+
 fn ioprio_weight(ioprio: u16) -> f64 {
     let (class, level) = (ioprio >> 13, ioprio & 0x1fff);
     if class == 0 || level >= 8 {
