@@ -19,9 +19,8 @@ use crate::{
 use super::{
     device::DeviceModel,
     replay::{Config, Replayer},
-    scenarios::{empty, push, seek_disk, stream},
-    sched::{self, SchedEnv, SchedKind, Settings},
-    sim::{self, SimConfig},
+    scenarios::{self, empty, push, seek_disk, stream},
+    sched::{SchedKind, Settings},
     workload::{Trigger, Workload},
 };
 
@@ -63,17 +62,8 @@ fn two_readers(gap: u64) -> Workload {
 /// slices, as in the recording), as recorded with A's one bio reused and the C of A's read
 /// `LOST` lost.
 fn recorded_with_a_lost_completion(w: &Workload) -> Vec<crate::event::Event> {
-    let env = SchedEnv {
-        rotational: true,
-        kernel: 6018,
-        peak_sectors_per_sec: disk().peak_sectors_per_sec(),
-        root_cgroups: vec![0, 1],
-        stream_ioprio: Vec::new(),
-        max_budget_start: None,
-    };
     let ll0 = Settings::parse_pairs(&["low_latency=0".to_string()]).unwrap();
-    let s = sched::build(SchedKind::Bfq, &ll0, &env).unwrap();
-    let mut events = sim::run(w, &disk(), s, SimConfig::default()).events;
+    let mut events = scenarios::trace(w, &disk(), SchedKind::Bfq, &ll0).unwrap();
     let lost_sector = w.ios[LOST as usize].sector;
     let lost_rq = events
         .iter()

@@ -17,9 +17,9 @@ use crate::{
 use super::{
     device::DeviceModel,
     replay::{self, Config, Replayer, Run},
-    scenarios::{WRITE_SECTORS, mean_in_flight, seek_disk, windowed_writer},
-    sched::{self, SchedEnv, SchedKind, Settings},
-    sim::{self, SimConfig},
+    scenarios::{self, WRITE_SECTORS, mean_in_flight, seek_disk, windowed_writer},
+    sched::{SchedKind, Settings},
+    sim::SimConfig,
     workload::{StreamKind, Trigger, Workload},
 };
 
@@ -132,16 +132,7 @@ fn bfq_gives_sync_writes_three_quarters_of_the_requests() {
 
 /// Events of `w` as the kernel would have traced them under `kind` with `cfg`.
 fn trace(w: &Workload, kind: SchedKind, cfg: SimConfig) -> Vec<crate::event::Event> {
-    let env = SchedEnv {
-        rotational: true,
-        kernel: 6018,
-        peak_sectors_per_sec: disk().peak_sectors_per_sec(),
-        root_cgroups: vec![0, 1],
-        stream_ioprio: Vec::new(),
-        max_budget_start: None,
-    };
-    let s = sched::build(kind, &Settings::default(), &env).unwrap();
-    sim::run(w, &disk(), s, cfg).events
+    scenarios::trace_with(w, &disk(), kind, &Settings::default(), cfg).unwrap()
 }
 
 /// Extraction, nomerges inference and explain on a recording of the deep writer under

@@ -278,6 +278,17 @@ pub fn trace(
     kind: SchedKind,
     settings: &Settings,
 ) -> Result<Vec<Event>, SettingError> {
+    trace_with(w, dev, kind, settings, SimConfig::default())
+}
+
+/// [`trace`] with the queue's own configuration (depth, nomerges...).
+pub fn trace_with(
+    w: &Workload,
+    dev: &DeviceModel,
+    kind: SchedKind,
+    settings: &Settings,
+    cfg: SimConfig,
+) -> Result<Vec<Event>, SettingError> {
     let env = SchedEnv {
         rotational: dev.rotational(),
         kernel: super::replay::kernel_of(w),
@@ -287,5 +298,5 @@ pub fn trace(
         max_budget_start: None,
     };
     let s = sched::build(kind, settings, &env)?;
-    Ok(sim::run(w, dev, s, SimConfig::default()).events)
+    Ok(sim::run(w, dev, s, cfg).events)
 }
