@@ -224,7 +224,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                         what_if: e.what_if.clone(),
                         real: real.label.clone(),
                         estimated: est,
-                        if_unseen_latency: e.factor_if_unseen_latency(),
+                        range_end: e.factor_range_end(),
                         measured: fixed / base,
                     });
                 }
@@ -246,7 +246,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                         what_if: format!("{} (p99 Q2C)", e.what_if),
                         real: real.label.clone(),
                         estimated: est,
-                        if_unseen_latency: None,
+                        range_end: None,
                         measured: fixed / base,
                     });
                 }
@@ -413,7 +413,7 @@ struct WhatIfCheck {
     estimated: f64,
     /// The estimate had each request also taken the latency the recording hid: the other
     /// end of its range.
-    if_unseen_latency: Option<f64>,
+    range_end: Option<f64>,
     measured: f64,
 }
 
@@ -445,7 +445,7 @@ fn print_explain(rows: &[ExplainRow<'_>]) {
                 within += 1;
             }
             // A range (the recording hid a latency): the error of its nearest point.
-            let range = c.if_unseen_latency.map(|other| {
+            let range = c.range_end.map(|other| {
                 let (lo, hi) = (other.min(c.estimated), other.max(c.estimated));
                 let nearest = c.measured.clamp(lo, hi);
                 (lo, hi, validate::rel_err_pct(nearest, c.measured))

@@ -33,9 +33,9 @@ pub struct Estimate {
     /// processes, or the device), MB/s.
     pub measured_mb_s: f64,
     pub predicted_mb_s: f64,
-    /// The prediction had each request also taken the latency the recording hid (every
-    /// request queued): the other end of the estimate's range, when explain gives one.
-    pub if_unseen_latency_mb_s: Option<f64>,
+    /// The prediction had no request taken the latency the recording hid (every request
+    /// queued) and the estimate assumed: the other end of its range, when explain gives one.
+    pub range_end_mb_s: Option<f64>,
 }
 
 impl Estimate {
@@ -44,9 +44,9 @@ impl Estimate {
         (self.measured_mb_s > 0.0).then(|| self.predicted_mb_s / self.measured_mb_s)
     }
 
-    /// The other end of the range, as a factor ([`Estimate::if_unseen_latency_mb_s`]).
-    pub fn factor_if_unseen_latency(&self) -> Option<f64> {
-        let other = self.if_unseen_latency_mb_s?;
+    /// The other end of the range, as a factor ([`Estimate::range_end_mb_s`]).
+    pub fn factor_range_end(&self) -> Option<f64> {
+        let other = self.range_end_mb_s?;
         (self.measured_mb_s > 0.0).then(|| other / self.measured_mb_s)
     }
 }
@@ -128,8 +128,8 @@ fn parse_estimate(e: &Value) -> Estimate {
             .to_owned(),
         measured_mb_s: num("measured_mb_s"),
         predicted_mb_s: num("predicted_mb_s"),
-        if_unseen_latency_mb_s: e
-            .get("if_unseen_latency")
+        range_end_mb_s: e
+            .get("range_end")
             .and_then(|l| l.get("predicted_mb_s"))
             .and_then(Value::as_f64),
     }
@@ -270,7 +270,7 @@ mod tests {
                               "predicted_mb_s": 20.0, "change_pct": 1900.0},
                  "alternatives": [{"what_if": "bfq:ioprio=be/5", "measured_mb_s": 1.0,
                                    "predicted_mb_s": 18.0, "change_pct": 1700.0,
-                                   "if_unseen_latency": {"predicted_mb_s": 12.0}}]},
+                                   "range_end": {"predicted_mb_s": 12.0}}]},
                 {"cause": "slices_too_long", "title": "l", "evidence": [], "estimate": null,
                  "latency_estimate": {"what_if": "mq-deadline", "process": "fio(7)",
                                       "measured_p99_q2c_ms": 3000.0,
@@ -285,7 +285,7 @@ mod tests {
         };
         assert_eq!(alt.what_if, "bfq:ioprio=be/5");
         assert_eq!(alt.factor(), Some(18.0));
-        assert_eq!(alt.factor_if_unseen_latency(), Some(12.0));
+        assert_eq!(alt.factor_range_end(), Some(12.0));
         assert!(e.findings[0].alternatives.is_empty());
         let l = e.findings[3].latency_estimate.as_ref().unwrap();
         assert_eq!(l.what_if, "mq-deadline");
@@ -295,7 +295,7 @@ mod tests {
         let est = e.findings[0].estimate.as_ref().unwrap();
         assert_eq!(est.what_if, "mq-deadline:nomerges=0");
         assert_eq!(est.factor(), Some(1.5));
-        assert_eq!(est.factor_if_unseen_latency(), None);
+        assert_eq!(est.factor_range_end(), None);
         assert!(e.findings[1].estimate.is_none());
         assert!(parse(&serde_json::json!({"verdict": "x"})).is_none());
     }

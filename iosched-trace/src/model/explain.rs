@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::analysis::Report;
 
 use super::{
+    device::ASSUMED_LATENCY_NS,
     replay::{self, Config, ReplayError, Replayer, Run, Summary},
     sched::{Decision, ExpireReason, IdleReason, InjectWhy, SchedKind, Settings},
 };
@@ -36,11 +37,12 @@ pub struct Estimate {
     pub measured_mb_s: f64,
     pub predicted_mb_s: f64,
     pub change_pct: f64,
-    /// The same what-if had each request also taken a latency that the recording could not
-    /// show ([`super::device::FitQuality::latency_unseen`]): the other end of the range the
-    /// estimate may lie in.
+    /// Where the recording hid the latency of each request's way to the disk and back
+    /// ([`super::device::FitQuality::latency_unseen`]), the estimate assumes
+    /// [`super::device::ASSUMED_LATENCY_NS`] of it; this is the same what-if with
+    /// `latency_ns` (none) instead: the other end of the range the effect may lie in.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub if_unseen_latency: Option<IfLatency>,
+    pub range_end: Option<IfLatency>,
 }
 
 /// A latency what-if (slices too long): the worst-waiting process's p99 Q2C as recorded and
@@ -64,12 +66,6 @@ pub struct IfLatency {
     pub predicted_mb_s: f64,
     pub change_pct: f64,
 }
-
-/// The latency assumed for the other end of an estimate's range when the recording hid it:
-/// the scale of one request's way through a host's driver, transport and interrupt and
-/// back, as the command overhead assumed beside it (a loop device's backing file, a VM's
-/// virtual disk or a USB bridge take as much or more, a bare SATA port less).
-pub const UNSEEN_LATENCY_NS: f64 = super::device::ASSUMED_OVERHEAD_NS;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
@@ -148,22 +144,45 @@ fn estimate(what_if: &Run, base: &Run, recorded: &Summary, pids: &[u32]) -> Esti
         measured_mb_s: measured,
         predicted_mb_s: measured * ratio,
         change_pct: 100.0 * (ratio - 1.0),
-        if_unseen_latency: None,
+        range_end: None,
     }
 }
 
-/// `r`'s rotational device with [`UNSEEN_LATENCY_NS`] of latency, when the fit could not see
+/// `r`'s rotational device without the latency its fit assumed because the recording hid
 /// it: a what-if that serves processes one request at a time (where every request pays it)
-/// from a recording where every request queued (where none showed it) depends on it.
-fn with_unseen_latency(r: &Replayer) -> Option<Replayer> {
+/// from a recording where every request queued (where none showed it) depends on it, and
+/// this is its best case.
+fn without_unseen_latency(r: &Replayer) -> Option<Replayer> {
     let unseen = r.fit.as_ref().is_some_and(|q| q.latency_unseen);
     match &r.device {
-        super::device::DeviceModel::Rotational(m) if unseen && m.latency_ns == 0.0 => {
+        super::device::DeviceModel::Rotational(m) if unseen && m.latency_ns > 0.0 => {
             let mut m = m.clone();
-            m.latency_ns = UNSEEN_LATENCY_NS;
+            m.latency_ns = 0.0;
             Some(r.on_device(super::device::DeviceModel::Rotational(m)))
         }
         _ => None,
+    }
+}
+
+/// The evidence line of an estimate's other end ([`Estimate::range_end`]).
+fn range_end_line(end: &Estimate, served_alone_by: &str) -> String {
+    format!(
+        "device fit: every request of the recording waited in the queue, which hides the time \
+         each spends on its way to the disk and back; {:.2} ms of it is assumed per request, \
+         paid wherever {served_alone_by} serves a process alone; with none: {:.3} MB/s \
+         ({:+.0}%)",
+        ASSUMED_LATENCY_NS / 1e6,
+        end.predicted_mb_s,
+        end.change_pct
+    )
+}
+
+/// `end` as the other end of an estimate's range.
+fn range_end(end: &Estimate) -> IfLatency {
+    IfLatency {
+        latency_ns: 0.0,
+        predicted_mb_s: end.predicted_mb_s,
+        change_pct: end.change_pct,
     }
 }
 
@@ -179,9 +198,9 @@ pub fn explain(
         .recorded_config()
         .unwrap_or_else(|| cfg(SchedKind::None, &[]));
     let base = r.run(&base_cfg)?;
-    // Where the recording hid the per-request latency: the replayer with it, and the recorded
-    // configuration replayed there (the base of every what-if's other end).
-    let unseen = match with_unseen_latency(r) {
+    // Where the recording hid the per-request latency: the replayer without it, and the
+    // recorded configuration replayed there (the base of every what-if's other end).
+    let unseen = match without_unseen_latency(r) {
         Some(lr) => {
             let lb = lr.run(&base_cfg)?;
             Some((lr, lb))
@@ -515,25 +534,12 @@ pub fn explain(
             )];
             if let Some((lr, lb)) = &unseen {
                 let le = estimate(&lr.run(&cfg(alt, &[]))?, lb, recorded, &[]);
-                evidence.push(format!(
-                    "device fit: every request of the recording waited in the queue, which \
-                     hides the time each spends on its way to the disk and back; with {:.2} ms \
-                     of it per request, paid wherever {} serves a process alone: {:.3} MB/s \
-                     ({:+.0}%)",
-                    UNSEEN_LATENCY_NS / 1e6,
-                    alt.name(),
-                    le.predicted_mb_s,
-                    le.change_pct
-                ));
-                e.if_unseen_latency = Some(IfLatency {
-                    latency_ns: UNSEEN_LATENCY_NS,
-                    predicted_mb_s: le.predicted_mb_s,
-                    change_pct: le.change_pct,
-                });
+                evidence.push(range_end_line(&le, alt.name()));
+                e.range_end = Some(range_end(&le));
             }
             findings.push(Finding {
                 cause: "other_scheduler",
-                title: match &e.if_unseen_latency {
+                title: match &e.range_end {
                     Some(l) => format!(
                         "{} would move this workload {:.0}% to {:.0}% faster (the more, the \
                          less time each request spends on its way to the disk: the recording \
@@ -1168,26 +1174,15 @@ fn weight_raising_costs(
         evidence.push(line.clone());
     }
     // As for another scheduler: where the recording hid the per-request latency, the other
-    // end of the estimate has it (a streaming queue pays it on every request).
+    // end of the estimate has none of it (a streaming queue pays it on every request).
     if let Some((lr, lb)) = unseen {
         let le = estimate(&lr.run(&off)?, lb, recorded, &[]);
-        evidence.push(format!(
-            "device fit: every request of the recording waited in the queue, which hides the \
-             time each spends on its way to the disk and back; with {:.2} ms of it per \
-             request: {:.3} MB/s ({:+.0}%)",
-            UNSEEN_LATENCY_NS / 1e6,
-            le.predicted_mb_s,
-            le.change_pct
-        ));
-        est.if_unseen_latency = Some(IfLatency {
-            latency_ns: UNSEEN_LATENCY_NS,
-            predicted_mb_s: le.predicted_mb_s,
-            change_pct: le.change_pct,
-        });
+        evidence.push(range_end_line(&le, "BFQ with low_latency=0"));
+        est.range_end = Some(range_end(&le));
     }
     Ok(Some(Finding {
         cause: "weight_raising_costs_throughput",
-        title: match &est.if_unseen_latency {
+        title: match &est.range_end {
             Some(l) => format!(
                 "BFQ's low-latency heuristics cost this workload its throughput: with \
                  low_latency=0 the model predicts {:.0}% to {:.0}% more (the less, the more \
@@ -1357,11 +1352,7 @@ fn lower_priority_alternative(
         let mut est = estimate(&run, base, recorded, &[]);
         if let Some((lr, lb)) = unseen {
             let le = estimate(&lr.run(&cfg)?, lb, recorded, &[]);
-            est.if_unseen_latency = Some(IfLatency {
-                latency_ns: UNSEEN_LATENCY_NS,
-                predicted_mb_s: le.predicted_mb_s,
-                change_pct: le.change_pct,
-            });
+            est.range_end = Some(range_end(&le));
         }
         (run, Some(est))
     } else {

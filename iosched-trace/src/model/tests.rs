@@ -876,14 +876,14 @@ fn a_queue_hides_the_latency_that_a_lone_reader_pays() {
 
 /// Eight interleaved sequential readers recorded under `none` on a disk with a latency on
 /// each request's way to it and back: every request queues, so the recording hides the
-/// latency, and BFQ, which serves each reader alone, would pay it on every request. explain
-/// must give the estimate as a range whose other end holds the latency, and the truth (the
-/// same workload under BFQ on the true disk) must lie in it; the end without the latency
-/// overestimates it (here by 6% only: the model's BFQ serves these readers in short turns,
-/// so seeks, not the per-request cost, dominate).
+/// latency, and BFQ, which serves each reader alone, would pay it on every request. The fit
+/// assumes [`super::device::ASSUMED_LATENCY_NS`]; the disk here has 60% of it, so the
+/// assumption is wrong by construction. explain must give the estimate as a range whose other
+/// end has no latency, and the truth (the same workload under BFQ on the true disk) must lie
+/// in it, nearer the assumed end than the latency-free one, which overestimates.
 #[test]
 fn explain_gives_a_range_when_the_recording_hid_the_latency() {
-    let latency = explain::UNSEEN_LATENCY_NS;
+    let latency = 0.6 * super::device::ASSUMED_LATENCY_NS;
     let disk = DeviceModel::Rotational(super::device::RotationalModel {
         overhead_ns: 100_000.0,
         ns_per_sector: 4_000.0,
@@ -906,18 +906,19 @@ fn explain_gives_a_range_when_the_recording_hid_the_latency() {
         .unwrap_or_else(|| panic!("no other_scheduler: {e:#?}"));
     let est = f.estimate.as_ref().unwrap();
     let point = est.predicted_mb_s / est.measured_mb_s;
-    let other = est.if_unseen_latency.as_ref().expect("a range");
+    let other = est.range_end.as_ref().expect("a range");
+    assert_eq!(other.latency_ns, 0.0);
     let other = other.predicted_mb_s / est.measured_mb_s;
+    eprintln!("truth x{truth:.3}, point x{point:.3}, latency-free end x{other:.3}");
     assert!(
         (other.min(point) * 0.97..=other.max(point) * 1.03).contains(&truth),
-        "truth x{truth:.2}, range x{other:.2}..x{point:.2}"
+        "truth x{truth:.3}, range x{point:.3}..x{other:.3}"
     );
-    eprintln!("truth x{truth:.2}, range x{other:.2}..x{point:.2}");
     assert!(
-        (other - truth).abs() / truth < 0.1,
-        "x{other:.2} vs x{truth:.2}"
+        (point - truth).abs() < (other - truth).abs(),
+        "point x{point:.3}, latency-free x{other:.3}, truth x{truth:.3}"
     );
-    assert!(point / truth > 1.03, "x{point:.2} vs x{truth:.2}");
+    assert!(other / truth > 1.02, "x{other:.3} vs x{truth:.3}");
 }
 
 /// Seed 000 on a disk: two sequential readers start together under BFQ (6.18 rules). Both
