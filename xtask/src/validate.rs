@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use clap::Args;
 use iosched_testbed::scenario::{
-    self, RunOptions, Tools,
+    self, RunOptions, Tools, priority,
     validate::{self, Replayed},
     whatif,
 };
@@ -88,6 +88,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
     let mut self_rows = Vec::new();
     let mut explain_rows = Vec::new();
     let mut device_notes = Vec::new();
+    let mut priority_notes = Vec::new();
     for name in names {
         let base = scenario::by_name(name).context("unknown scenario")?;
         let (planned, groups) = validate::plan(&base);
@@ -127,6 +128,9 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
             }
             let spec = validate::replay_spec(run);
             let r = validate::replay(&trace_bin, &f, &spec)?;
+            if let Some(line) = priority::mismatch(run, &r.processes) {
+                priority_notes.push(format!("{name:<21} {:<20} {line}", run.label));
+            }
             self_rows.push(Row {
                 scenario: name,
                 group: String::new(),
@@ -260,6 +264,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
             });
         }
     }
+    print_priorities(&priority_notes, self_rows.len());
     print_cross(&cross_rows);
     for note in &device_notes {
         println!("  {note}");
@@ -279,6 +284,27 @@ struct Row<'a> {
     label: String,
     spec: String,
     r: Replayed,
+}
+
+/// The recordings whose workload ran at another I/O priority than their run set
+/// ([`priority::mismatch`]): their rows below compare other workloads than the runs name.
+fn print_priorities(notes: &[String], recordings: usize) {
+    if notes.is_empty() {
+        println!(
+            "\npriorities: the workload of each of the {recordings} recordings ran at the I/O \
+             priority its run set"
+        );
+        return;
+    }
+    println!(
+        "\npriorities: {} of {recordings} recordings ran their workload at another I/O priority \
+         than their run set (a test bed started under nice?); BFQ weighs and raises queues by \
+         it, so their rows below are not the runs they name !",
+        notes.len()
+    );
+    for note in notes {
+        println!("  {note}");
+    }
 }
 
 fn mark(err: f64, target: f64) -> &'static str {

@@ -8,6 +8,7 @@
 //! NAME` and the root tests in `tests/tests/scenarios.rs` both go through here, so a
 //! scenario is defined once. What each one shows on this kernel: `docs/SCENARIOS.md`.
 
+pub mod priority;
 pub mod runner;
 pub mod summary;
 pub mod validate;

@@ -374,7 +374,7 @@ fn timed(cmd: &mut Command, ioprio: libc::c_long) -> Result<f64, ScenarioError> 
 
 /// `ioprio_set(2)`'s value of a run's I/O priority (`be/5`, `rt/0`, `idle`, as the model's
 /// `ioprio=` switch spells it); `None`: class none, level 0 (the priority follows nice).
-fn ioprio_value(spec: Option<&str>) -> Option<libc::c_long> {
+pub(crate) fn ioprio_value(spec: Option<&str>) -> Option<libc::c_long> {
     let Some(spec) = spec else {
         return Some(0);
     };

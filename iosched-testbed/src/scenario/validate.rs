@@ -209,6 +209,8 @@ pub struct Replayed {
     pub has_bfq_log: bool,
     /// The trace-driven decision check against that log, when the replay made one.
     pub agreement: Option<Agreement>,
+    /// Each process of the recorded workload: its `comm` and I/O priority.
+    pub processes: Vec<(String, u16)>,
 }
 
 /// The agreement a recording with BFQ's log must reach: % of expirations at the same point
@@ -402,6 +404,19 @@ pub fn replay_on(
         decisions: run["decision_counts"].clone(),
         has_bfq_log: run.get("log_comparison").is_some_and(|l| !l.is_null()),
         agreement,
+        processes: v["workload"]
+            .as_array()
+            .map(|streams| {
+                streams
+                    .iter()
+                    .map(|s| {
+                        let comm = s["comm"].as_str().unwrap_or("").to_owned();
+                        let ioprio = s["ioprio"].as_u64().and_then(|p| u16::try_from(p).ok());
+                        (comm, ioprio.unwrap_or(0))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     })
 }
 
