@@ -1072,10 +1072,11 @@ fn explain_finds_a_preemption_storm_started_by_one_long_pause() {
     assert_eq!(est.what_if, "bfq:slice_idle=16");
     // A seek per 4 KiB against streaming: several times faster.
     assert!(est.change_pct > 300.0, "{est:?}");
+    // Named from the trace (no BFQ log here), with the pause that started it.
     assert!(
         f.evidence
             .iter()
-            .any(|l| l.contains("fio(10)'s queue expired too idle")),
+            .any(|l| l.starts_with("trace (inferred): fio(10) paused 9.00 ms")),
         "{:?}",
         f.evidence
     );
