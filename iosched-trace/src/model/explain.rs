@@ -1301,10 +1301,10 @@ fn preemption_storm(
                 Some((t, pid, reason, line)) => {
                     evidence.push(format!(
                         "BFQ's log: the run began at {:.3} s, when queue {pid} expired {}: \
-                         `{line}`; the first preemption came at {:.3} s: `{}`",
+                         `{line}`; the first preemption came {:.2} ms later: `{}`",
                         at(*t),
                         reason.name(),
-                        at(l.first.0),
+                        ms(l.first.0.saturating_sub(*t)),
                         l.first.1
                     ));
                     format!(", after queue {pid} expired {}", reason.name())
@@ -1414,9 +1414,16 @@ fn preemption_storm(
     longer.label = what_if.clone();
     let fixed = r.run(&longer)?;
     let (fixed_storms, fixed_n, _) = model_storms(&fixed);
+    let fits = storm
+        .pause
+        .is_some_and(|p| p.ns() > slice_idle_ns && p.ns() <= 2 * slice_idle_ns);
     evidence.push(format!(
-        "model: with {what_if} (the pause fits in the idling), {fixed_n} preemptions and \
-         {:.3} MB/s",
+        "model: with {what_if}{}, {fixed_n} preemptions and {:.3} MB/s",
+        if fits {
+            " (the pause fits in the idling)"
+        } else {
+            ""
+        },
         fixed.summary.mb_per_s
     ));
     let measured = recorded.mb_per_s;
@@ -1457,14 +1464,16 @@ fn preemption_storm(
     {
         e.other_end = outside.clone();
     }
+    let from = at(storm.start_ns);
     let kind = if inferred {
-        "the trace shows BFQ's queues taking the disk from each other at almost every \
-         request (inferred, without BFQ's log: a preemption storm)"
-            .to_owned()
+        format!(
+            "the trace shows BFQ's queues taking the disk from each other at almost every \
+             request from {from:.3} s (inferred without BFQ's log: a preemption storm)"
+        )
     } else {
         format!(
-            "BFQ's log shows its queues preempting each other at almost every request, \
-             without raised weights (a preemption storm{began})"
+            "BFQ's log shows its queues preempting each other at almost every request from \
+             {from:.3} s{began}, without raised weights (a preemption storm)"
         )
     };
     let title = match &est {
@@ -1485,16 +1494,9 @@ fn preemption_storm(
             } else {
                 format!("{:.1} MB/s ({:+.0}%)", e.predicted_mb_s, e.change_pct)
             };
-            format!(
-                "{kind} from {:.3} s: out of it this workload runs at {range} instead of \
-                 {measured:.1} MB/s",
-                at(storm.start_ns)
-            )
+            format!("{kind}: out of it this workload runs at {range} instead of {measured:.1} MB/s")
         }
-        None => format!(
-            "{kind} from {:.3} s; the model enters it too, even with a longer slice_idle",
-            at(storm.start_ns)
-        ),
+        None => format!("{kind}; the model enters it too, even with a longer slice_idle"),
     };
     Ok(Some(Finding {
         cause: "preemption_storm",
