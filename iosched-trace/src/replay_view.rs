@@ -479,6 +479,13 @@ pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
                 "     => with {}: {:.3} MB/s instead of {:.3} ({:+.0}%)",
                 est.what_if, est.predicted_mb_s, est.measured_mb_s, est.change_pct
             );
+            if let Some(o) = &est.range_end {
+                let _ = writeln!(
+                    out,
+                    "        or, by {}: {:.3} MB/s ({:+.0}%)",
+                    o.basis, o.predicted_mb_s, o.change_pct
+                );
+            }
         }
         for est in &f.alternatives {
             let _ = writeln!(

@@ -15,7 +15,8 @@ use crate::analysis::Report;
 use super::{
     device::ASSUMED_LATENCY_NS,
     replay::{self, Config, ReplayError, Replayer, Run, Summary},
-    sched::{Decision, ExpireReason, IdleReason, InjectWhy, SchedKind, Settings},
+    sched::{Decision, IdleReason, InjectWhy, SchedKind, Settings},
+    storm,
 };
 
 /// Findings below this estimated change are not worth a line.
@@ -37,12 +38,21 @@ pub struct Estimate {
     pub measured_mb_s: f64,
     pub predicted_mb_s: f64,
     pub change_pct: f64,
-    /// Where the recording hid the latency of each request's way to the disk and back
-    /// ([`super::device::FitQuality::latency_unseen`]), the estimate assumes
-    /// [`super::device::ASSUMED_LATENCY_NS`] of it; this is the same what-if with
-    /// `latency_ns` (none) instead: the other end of the range the effect may lie in.
+    /// The other end of the range the effect may lie in, on the basis it names: where the
+    /// recording hid the latency of each request's way to the disk and back
+    /// ([`super::device::FitQuality::latency_unseen`]) the estimate assumes
+    /// [`super::device::ASSUMED_LATENCY_NS`] of it and this end none; for a preemption
+    /// storm, the recording's own rate outside the storm.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub range_end: Option<IfLatency>,
+    pub range_end: Option<RangeEnd>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RangeEnd {
+    /// What this end rests on, in words.
+    pub basis: String,
+    pub predicted_mb_s: f64,
+    pub change_pct: f64,
 }
 
 /// A latency what-if (slices too long): the worst-waiting process's p99 Q2C as recorded and
@@ -58,13 +68,6 @@ pub struct LatencyEstimate {
     /// The highest p99 Q2C of any process under the fix: what a real run of the fix, with
     /// other pids, can be compared with.
     pub predicted_worst_p99_q2c_ms: f64,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct IfLatency {
-    pub latency_ns: f64,
-    pub predicted_mb_s: f64,
-    pub change_pct: f64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -177,10 +180,11 @@ fn range_end_line(end: &Estimate, served_alone_by: &str) -> String {
     )
 }
 
-/// `end` as the other end of an estimate's range.
-fn range_end(end: &Estimate) -> IfLatency {
-    IfLatency {
-        latency_ns: 0.0,
+/// `end` as the other end of an estimate's range: the what-if without the latency the
+/// recording hid.
+fn range_end(end: &Estimate) -> RangeEnd {
+    RangeEnd {
+        basis: "no time on each request's way to the disk and back (the recording hid it)".into(),
         predicted_mb_s: end.predicted_mb_s,
         change_pct: end.change_pct,
     }
@@ -1203,14 +1207,44 @@ fn weight_raising_costs(
     }))
 }
 
-/// BFQ's queues taking the disk from one another without raised weights. A queue expired
-/// while it waited for its process's next request (too idle, or itself preempted) is marked
-/// `non_blocking_wait_rq`; when that request comes within 3 x slice_idle of its last
-/// completion and its budget has room, it preempts the queue in service
-/// (`bfq_bfqq_update_budg_for_activation`). Two sequential readers then alternate at every
-/// request, a seek each, until a budget runs out. One pause longer than slice_idle (a
-/// process kept off the CPU for 8 ms) is enough to start it. The what-if: slice_idle
-/// doubled, long enough for the pause that started it.
+/// BFQ's slice_idle as recorded (`slice_idle_us`, else `slice_idle` in ms; 8 ms when the
+/// recording does not say).
+fn recorded_slice_idle_ns(w: &super::workload::Workload) -> u64 {
+    let get = |k: &str| {
+        w.device
+            .iosched
+            .get(k)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    get("slice_idle_us")
+        .map(|us| us * 1000)
+        .or_else(|| get("slice_idle").map(|ms| ms * 1_000_000))
+        .unwrap_or(8_000_000)
+}
+
+/// The model's own run is in a preemption storm: most of its service slots ended by
+/// preemption, at least [`storm::MIN_SWITCHES`] of them.
+fn model_storms(run: &Run) -> (bool, u64, u64) {
+    let e = &run.decision_counts.expirations;
+    let all: u64 = e.values().sum();
+    let preempted = e.get("preempted").copied().unwrap_or(0);
+    (
+        preempted >= storm::MIN_SWITCHES && 2 * preempted >= all,
+        preempted,
+        all,
+    )
+}
+
+/// BFQ's queues taking the disk from one another at (almost) every request without raised
+/// weights: the hole-recovery preemption ([`storm`]), named from the recording itself, from
+/// BFQ's log when it has one, else inferred from the trace's service slices. A replay need
+/// not enter the storm (it hangs on events microseconds apart, and a replay's timing is not
+/// the recording's), so the model gives the other side only: the workload's throughput out
+/// of the storm, from the replay as recorded when it stays out, else from the replay with
+/// slice_idle doubled (long enough for the pause that started it). That estimate is the
+/// model's throughput itself, not a ratio to the replay as recorded: the storm is a state
+/// the recording was in and a replay may not be, not a constant factor between them. The
+/// recording's own rate outside the storm is the other end of the range.
 fn preemption_storm(
     r: &Replayer,
     base_cfg: &Config,
@@ -1218,89 +1252,243 @@ fn preemption_storm(
     recorded: &Summary,
     findings: &[Finding],
 ) -> Result<Option<Finding>, ReplayError> {
-    let preempted = |run: &Run| {
-        run.decision_counts
-            .expirations
-            .get("preempted")
-            .copied()
-            .unwrap_or(0)
-    };
-    let all: u64 = base.decision_counts.expirations.values().sum();
-    let n = preempted(base);
-    if base.decision_counts.raises > 0
-        || n < 20
-        || 2 * n < all
-        || findings
-            .iter()
-            .any(|f| f.cause == "weight_raising_costs_throughput")
+    if findings
+        .iter()
+        .any(|f| f.cause == "weight_raising_costs_throughput")
     {
         return Ok(None);
     }
-    // The first expiration that left a queue waiting for a request: where the storm began.
-    let start = base.decisions.iter().find_map(|d| match d.d {
-        Decision::Expire {
-            stream,
-            reason: ExpireReason::TooIdle,
-            ..
-        } => Some((d.t, stream)),
-        _ => None,
-    });
-    let slice_idle_ms: u64 = base
-        .config
-        .settings
-        .0
-        .get("slice_idle")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(8);
-    let mut evidence = vec![format!(
-        "model: {n} of BFQ's {all} service slots ended by preemption, and no queue had a \
-         raised weight: a queue expired while it waited for its process's next request \
-         takes the disk back when that request comes within {} ms (3 x slice_idle) and its \
-         budget has room, from a queue whose next request is on its way too; a switch, and \
-         on a disk a seek, per request",
-        3 * slice_idle_ms
-    )];
-    if let Some((t, s)) = start {
-        evidence.push(format!(
-            "model: it began at {:.3} s, when {}'s queue expired too idle (its process paused \
-             longer than slice_idle, {slice_idle_ms} ms)",
-            (t - base.decisions.first().map_or(t, |d| d.t)) as f64 / 1e9,
-            r.workload.stream_name(s)
-        ));
+    let w = &r.workload;
+    let slice_idle_ns = recorded_slice_idle_ns(w);
+    if slice_idle_ns == 0 {
+        return Ok(None);
     }
-    let what_if = format!("bfq:slice_idle={}", 2 * slice_idle_ms.max(1));
+    let Some(storm) = storm::find(w, &r.notes, slice_idle_ns) else {
+        return Ok(None);
+    };
+    // Without BFQ's word, turns taken among queues the model raises are the raising's.
+    let inferred = storm.source == storm::Source::Inferred;
+    if inferred && base.decision_counts.raises > 0 {
+        return Ok(None);
+    }
+    let name = |s: u32| w.stream_name(s);
+    let at = |t: u64| t.saturating_sub(w.start_ns) as f64 / 1e9;
+    let slice_idle_ms = ms(slice_idle_ns);
+    let mut evidence = Vec::new();
+    let began = match &storm.log {
+        Some(l) => {
+            evidence.push(format!(
+                "BFQ's log: {} of its {} expirations were `preempted` (reason 4), {} of them \
+                 in a row, and none of their queues had a raised weight",
+                l.preempted, l.expirations, l.in_a_row
+            ));
+            match &l.started_by {
+                Some((t, pid, reason, line)) => {
+                    evidence.push(format!(
+                        "BFQ's log: the run began at {:.3} s, when queue {pid} expired {}: \
+                         `{line}`; the first preemption came {:.2} ms later: `{}`",
+                        at(*t),
+                        reason.name(),
+                        ms(l.first.0.saturating_sub(*t)),
+                        l.first.1
+                    ));
+                    format!(", after queue {pid} expired {}", reason.name())
+                }
+                None => {
+                    evidence.push(format!(
+                        "BFQ's log: the run began with the log's first expiration, at {:.3} \
+                         s: `{}`",
+                        at(l.first.0),
+                        l.first.1
+                    ));
+                    String::new()
+                }
+            }
+        }
+        None => {
+            let before = storm.slices_before.map_or_else(String::new, |(lo, hi)| {
+                format!(" (before it, this recording's slices had {lo} to {hi} requests)")
+            });
+            evidence.push(format!(
+                "trace (inferred: the recording has no BFQ log; `record --sched-log` keeps \
+                 it): from {:.3} s to {:.3} s, {} requests of {} came in {} service slices of \
+                 at most {} requests, alternating between sequential processes, {} of the {} \
+                 switches a seek. BFQ idles (slice_idle {slice_idle_ms} ms) for a sequential \
+                 process and serves it in slices of hundreds of requests{before}: slices this \
+                 short say its queues took the disk from each other",
+                at(storm.start_ns),
+                at(storm.end_ns),
+                storm.requests,
+                storm
+                    .streams
+                    .iter()
+                    .map(|&s| name(s))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                storm.slices,
+                storm::SHORT_SLICE,
+                storm.seeks,
+                storm.slices.saturating_sub(1)
+            ));
+            String::new()
+        }
+    };
+    let label = if inferred {
+        "trace (inferred)"
+    } else {
+        "trace"
+    };
+    match storm.pause {
+        Some(p) if p.ns() > slice_idle_ns => evidence.push(format!(
+            "{label}: {} paused {:.2} ms ({:.3} s to {:.3} s, its completion to its next \
+             request), longer than slice_idle ({slice_idle_ms} ms): BFQ expired its queue \
+             waiting, and its next request, within 3 x slice_idle, took the disk back",
+            name(p.stream),
+            ms(p.ns()),
+            at(p.from_ns),
+            at(p.to_ns)
+        )),
+        Some(p) => evidence.push(format!(
+            "{label}: no process paused longer than slice_idle ({slice_idle_ms} ms) around \
+             its start (the longest: {} {:.2} ms, at {:.3} s): what started it is not in \
+             the trace",
+            name(p.stream),
+            ms(p.ns()),
+            at(p.from_ns)
+        )),
+        None => {}
+    }
+    evidence.push(format!(
+        "kernel: a queue expired empty (too idle, or preempted with its one request in \
+         flight) is marked non_blocking_wait_rq, and its next request, arriving within 3 x \
+         slice_idle ({} ms) of its last completion with budget left, expires the queue in \
+         service (bfq_bfqq_update_budg_for_activation, bfq_bfqq_handle_idle_busy_switch): a \
+         switch, and on a disk a seek, per request until a budget runs out",
+        3.0 * slice_idle_ms
+    ));
+    evidence.push(format!(
+        "trace: {:.3} MB/s during it{}",
+        storm.mb_s_in,
+        storm
+            .mb_s_outside
+            .map_or_else(String::new, |m| format!(", {m:.3} MB/s outside it"))
+    ));
+    let (base_storms, n, all) = model_storms(base);
+    evidence.push(if base_storms {
+        format!(
+            "model: its replay as recorded enters it too ({n} of {all} service slots ended \
+             by preemption): {:.3} MB/s",
+            base.summary.mb_per_s
+        )
+    } else {
+        format!(
+            "model: its replay as recorded stays out of it ({n} of {all} service slots ended \
+             by preemption): {:.3} MB/s, the workload without the storm",
+            base.summary.mb_per_s
+        )
+    });
+    let (key, value) = if slice_idle_ns.is_multiple_of(1_000_000) {
+        ("slice_idle", (2 * slice_idle_ns / 1_000_000).to_string())
+    } else {
+        ("slice_idle_us", (2 * slice_idle_ns / 1000).to_string())
+    };
+    let what_if = format!("bfq:{key}={value}");
     let mut longer = base_cfg.clone();
-    longer
-        .settings
-        .0
-        .insert("slice_idle".into(), (2 * slice_idle_ms.max(1)).to_string());
+    longer.settings.0.remove("slice_idle_us");
+    longer.settings.0.insert(key.into(), value);
     longer.label = what_if.clone();
     let fixed = r.run(&longer)?;
-    let est = estimate(&fixed, base, recorded, &[]);
+    let (fixed_storms, fixed_n, _) = model_storms(&fixed);
+    let fits = storm
+        .pause
+        .is_some_and(|p| p.ns() > slice_idle_ns && p.ns() <= 2 * slice_idle_ns);
     evidence.push(format!(
-        "model: with {what_if}, {} preemptions and {:.3} MB/s instead of {:.3}",
-        preempted(&fixed),
-        fixed.summary.mb_per_s,
-        base.summary.mb_per_s
+        "model: with {what_if}{}, {fixed_n} preemptions and {:.3} MB/s",
+        if fits {
+            " (the pause fits in the idling)"
+        } else {
+            ""
+        },
+        fixed.summary.mb_per_s
     ));
-    let helps = est.change_pct >= MIN_EFFECT_PCT;
+    let measured = recorded.mb_per_s;
+    let absolute = |label: &str, mb_s: f64| Estimate {
+        what_if: label.to_owned(),
+        measured_mb_s: measured,
+        predicted_mb_s: mb_s,
+        change_pct: if measured > 0.0 {
+            100.0 * (mb_s / measured - 1.0)
+        } else {
+            0.0
+        },
+        range_end: None,
+    };
+    let outside = storm.mb_s_outside.map(|m| RangeEnd {
+        basis: "the recording's own rate outside the storm".into(),
+        predicted_mb_s: m,
+        change_pct: absolute("", m).change_pct,
+    });
+    const OUT_OF_IT: &str = "bfq as recorded, out of the storm";
+    let mut alternatives = Vec::new();
+    let mut est = if !base_storms {
+        if !fixed_storms {
+            alternatives.push(absolute(&what_if, fixed.summary.mb_per_s));
+        }
+        Some(absolute(OUT_OF_IT, base.summary.mb_per_s))
+    } else if !fixed_storms {
+        Some(absolute(&what_if, fixed.summary.mb_per_s))
+    } else {
+        // The model storms either way: the recording's own rate outside it is all there is.
+        outside
+            .as_ref()
+            .map(|o| absolute(OUT_OF_IT, o.predicted_mb_s))
+    };
+    if let Some(e) = est.as_mut()
+        && !(base_storms && fixed_storms)
+    {
+        e.range_end = outside.clone();
+    }
+    let from = at(storm.start_ns);
+    let kind = if inferred {
+        format!(
+            "the trace shows BFQ's queues taking the disk from each other at almost every \
+             request from {from:.3} s (inferred without BFQ's log: a preemption storm)"
+        )
+    } else {
+        format!(
+            "BFQ's log shows its queues preempting each other at almost every request from \
+             {from:.3} s{began}, without raised weights (a preemption storm)"
+        )
+    };
+    let title = match &est {
+        Some(e) => {
+            let (lo, hi) = match &e.range_end {
+                Some(o) => (
+                    o.predicted_mb_s.min(e.predicted_mb_s),
+                    o.predicted_mb_s.max(e.predicted_mb_s),
+                ),
+                None => (e.predicted_mb_s, e.predicted_mb_s),
+            };
+            let range = if hi - lo >= 0.05 * hi {
+                format!(
+                    "{lo:.1} to {hi:.1} MB/s ({:+.0}% to {:+.0}%)",
+                    100.0 * (lo / measured.max(1e-9) - 1.0),
+                    100.0 * (hi / measured.max(1e-9) - 1.0)
+                )
+            } else {
+                format!("{:.1} MB/s ({:+.0}%)", e.predicted_mb_s, e.change_pct)
+            };
+            format!("{kind}: out of it this workload runs at {range} instead of {measured:.1} MB/s")
+        }
+        None => format!("{kind}; the model enters it too, even with a longer slice_idle"),
+    };
     Ok(Some(Finding {
         cause: "preemption_storm",
-        title: if helps {
-            format!(
-                "BFQ's queues preempt each other at almost every request, without raised \
-                 weights: with a longer slice_idle ({what_if}) the model predicts {:.0}% more",
-                est.change_pct
-            )
-        } else {
-            "BFQ's queues preempt each other at almost every request, without raised \
-             weights; a longer slice_idle would not stop it"
-                .to_owned()
-        },
+        title,
         evidence,
-        estimate: helps.then_some(est),
+        estimate: est,
         latency_estimate: None,
-        alternatives: Vec::new(),
+        alternatives,
     }))
 }
 

@@ -11,6 +11,7 @@
 //! - [`sim`]: the discrete-event simulator; it writes our own events, so a replay is
 //!   analysed by [`crate::analysis`], the same code as a recording.
 //! - [`replay`]: configurations, runs, and their comparison with the recording.
+//! - [`storm`]: preemption storms as the recording shows them (BFQ's log, or the trace).
 //! - [`throttle`]: wbt and Kyber throttling as the trace shows it (waits, who, when).
 //! - [`explain`]: ranked findings with evidence and a model-estimated effect.
 //! - [`scenarios`]: hand-built workloads (seed 001's dependency cycle, a mixed load).
@@ -29,6 +30,7 @@ pub mod replay;
 pub mod scenarios;
 pub mod sched;
 pub mod sim;
+pub mod storm;
 pub mod throttle;
 pub mod workload;
 
@@ -36,6 +38,8 @@ pub mod workload;
 mod lost_completion_tests;
 #[cfg(test)]
 mod merging_tests;
+#[cfg(test)]
+mod storm_tests;
 #[cfg(test)]
 mod tag_depth_tests;
 #[cfg(test)]

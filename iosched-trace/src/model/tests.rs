@@ -907,7 +907,7 @@ fn explain_gives_a_range_when_the_recording_hid_the_latency() {
     let est = f.estimate.as_ref().unwrap();
     let point = est.predicted_mb_s / est.measured_mb_s;
     let other = est.range_end.as_ref().expect("a range");
-    assert_eq!(other.latency_ns, 0.0);
+    assert!(other.basis.contains("way to the disk"), "{other:?}");
     let other = other.predicted_mb_s / est.measured_mb_s;
     eprintln!("truth x{truth:.3}, point x{point:.3}, latency-free end x{other:.3}");
     assert!(
@@ -1073,10 +1073,11 @@ fn explain_finds_a_preemption_storm_started_by_one_long_pause() {
     assert_eq!(est.what_if, "bfq:slice_idle=16");
     // A seek per 4 KiB against streaming: several times faster.
     assert!(est.change_pct > 300.0, "{est:?}");
+    // Named from the trace (no BFQ log here), with the pause that started it.
     assert!(
         f.evidence
             .iter()
-            .any(|l| l.contains("fio(10)'s queue expired too idle")),
+            .any(|l| l.starts_with("trace (inferred): fio(10) paused 9.00 ms")),
         "{:?}",
         f.evidence
     );
