@@ -7,7 +7,7 @@ use std::fmt::Write;
 
 use crate::model::{
     device::{DeviceModel, FitQuality},
-    explain::Explanation,
+    explain::{Estimate, Explanation},
     replay::{ContinuedNote, Replayer, Run, Summary},
     sched::Decided,
     workload::StreamKind,
@@ -479,13 +479,7 @@ pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
                 "     => with {}: {:.3} MB/s instead of {:.3} ({:+.0}%)",
                 est.what_if, est.predicted_mb_s, est.measured_mb_s, est.change_pct
             );
-            if let Some(o) = &est.range_end {
-                let _ = writeln!(
-                    out,
-                    "        or, by {}: {:.3} MB/s ({:+.0}%)",
-                    o.basis, o.predicted_mb_s, o.change_pct
-                );
-            }
+            range_end_line(&mut out, est);
         }
         for est in &f.alternatives {
             let _ = writeln!(
@@ -493,8 +487,20 @@ pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
                 "     => or with {}: {:.3} MB/s ({:+.0}%)",
                 est.what_if, est.predicted_mb_s, est.change_pct
             );
+            range_end_line(&mut out, est);
         }
     }
     let _ = writeln!(out, "\n{}", e.verdict);
     out
+}
+
+/// An estimate's other end ([`Estimate::range_end`]), under it.
+fn range_end_line(out: &mut String, est: &Estimate) {
+    if let Some(o) = &est.range_end {
+        let _ = writeln!(
+            out,
+            "        or, by {}: {:.3} MB/s ({:+.0}%)",
+            o.basis, o.predicted_mb_s, o.change_pct
+        );
+    }
 }
