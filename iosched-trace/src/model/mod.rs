@@ -9,7 +9,8 @@
 //!   deterministic,
 //!   logging their decisions.
 //! - [`sim`]: the discrete-event simulator; it writes our own events, so a replay is
-//!   analysed by [`crate::analysis`], the same code as a recording.
+//!   analysed by [`crate::analysis`], the same code as a recording. `agenda`: its pending
+//!   events in time order.
 //! - [`replay`]: configurations, runs, and their comparison with the recording.
 //! - [`throttle`]: wbt and Kyber throttling as the trace shows it (waits, who, when).
 //! - [`explain`]: ranked findings with evidence and a model-estimated effect.
@@ -20,6 +21,7 @@
 //!
 //! Owns: modelling. Must not: read the kernel, print.
 
+mod agenda;
 pub mod bfqcheck;
 pub mod bfqlog;
 pub mod continuation;

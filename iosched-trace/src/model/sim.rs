@@ -17,6 +17,7 @@ use rustc_hash::FxHashMap;
 use crate::event::{Comm, Dev, Event, EventKind, Op, ReqFlags};
 
 use super::{
+    agenda::Agenda,
     device::DeviceModel,
     sched::{Ctx, Decided, Rq, RqId, RqState, Scheduler},
     workload::{Io, StreamKind, Trigger, Workload},
@@ -120,34 +121,14 @@ enum Ev {
     Timer,
 }
 
-/// An event due at `t`, the `seq`th pushed. The heap gives the earliest first, in push order
-/// at equal times (`seq` is unique, so the event itself never decides).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Due {
-    t: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl Due {
-    /// `(t, seq)` as one number: one wide comparison instead of two in the heap's sifts.
-    fn key(&self) -> u128 {
-        (u128::from(self.t) << 64) | u128::from(self.seq)
-    }
-}
-
-impl Ord for Due {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        // Reversed: `BinaryHeap` is a max-heap.
-        other.key().cmp(&self.key())
-    }
-}
-
-impl PartialOrd for Due {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
+/// The agenda's lane of completions: a server completes its requests in the order they
+/// were issued, and with several servers a request waits at most behind the others in
+/// the driver ([`super::agenda`]).
+const COMPLETION_LANE: usize = 0;
+/// Lanes of timers, one per delay a timer was armed with (a scheduler arms its timers
+/// a few fixed delays ahead: BFQ's and CFQ's idle slices, the rerun); timers of other
+/// delays go to the agenda's heap.
+const TIMER_LANES: usize = 4;
 
 /// Base of synthetic ids; bios and requests never collide.
 const BIO_ID: u64 = 1 << 40;
@@ -164,8 +145,9 @@ struct Sim<'a> {
     dev: &'a DeviceModel,
     cfg: SimConfig,
     sched: Box<dyn Scheduler + 'a>,
-    heap: BinaryHeap<Due>,
-    seq: u64,
+    agenda: Agenda<Ev>,
+    /// The delay each timer lane after [`COMPLETION_LANE`] takes, as lanes are given out.
+    timer_delays: Vec<u64>,
     now: u64,
     rqs: Vec<Rq>,
     next_in_rq: Vec<u32>,
@@ -241,21 +223,88 @@ struct Sim<'a> {
     template: Event,
 }
 
-fn csr(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> (Vec<u32>, Vec<u32>) {
-    let mut start = vec![0u32; n + 1];
-    for (from, _) in pairs.clone() {
-        start[from as usize + 1] += 1;
+/// What the simulator looks up by bio and by stream, from two passes over the workload's
+/// bios (a bio is ~70 bytes, a table of millions of them is read from memory each pass:
+/// building each table in its own pass was a twentieth of a replay).
+struct BioIndex {
+    /// Dependents by trigger, CSR: bios released by a Q / by a completion.
+    after_q: (Vec<u32>, Vec<u32>),
+    after_c: (Vec<u32>, Vec<u32>),
+    /// Open-loop bios by their time.
+    open: Vec<(u64, u32)>,
+    /// Per bio its stream's next one, and per stream its first (`u32::MAX`: none).
+    next_of: Vec<u32>,
+    first_of: Vec<u32>,
+    /// Per stream, [`exits_promptly`] and its last recorded completion.
+    prompt: Vec<bool>,
+    last_c: Vec<u64>,
+}
+
+impl BioIndex {
+    fn new(w: &Workload) -> BioIndex {
+        let n = w.ios.len();
+        let streams = w.streams.len();
+        // Segment ends, counted at `from + 1` (CSR starts after the prefix sum).
+        let mut q_start = vec![0u32; n + 1];
+        let mut c_start = vec![0u32; n + 1];
+        let mut open = Vec::new();
+        let mut next_of = vec![u32::MAX; n];
+        let mut first_of = vec![u32::MAX; streams];
+        let mut last_of = vec![u32::MAX; streams];
+        let mut prompt = vec![true; streams];
+        let mut last_c = vec![0u64; streams];
+        for (j, io) in w.ios.iter().enumerate() {
+            let j = j as u32;
+            match io.trigger {
+                Trigger::At(t) => open.push((t, j)),
+                Trigger::AfterQueue { io, .. } => q_start[io as usize + 1] += 1,
+                Trigger::AfterCompletion { io, .. } => c_start[io as usize + 1] += 1,
+            }
+            let s = io.stream as usize;
+            match last_of[s] {
+                u32::MAX => first_of[s] = j,
+                prev => next_of[prev as usize] = j,
+            }
+            last_of[s] = j;
+            prompt[s] &= waits_in_submit(io);
+            last_c[s] = last_c[s].max(io.rec_c);
+        }
+        for start in [&mut q_start, &mut c_start] {
+            for i in 0..n {
+                start[i + 1] += start[i];
+            }
+        }
+        // Filled back to front from each segment's end, so that each lists its bios in
+        // workload order and ends at its start: `start[i]..start[i + 1]`.
+        let mut q_out = vec![0u32; q_start[n] as usize];
+        let mut c_out = vec![0u32; c_start[n] as usize];
+        let (mut q_end, mut c_end) = (q_start, c_start);
+        for (j, io) in w.ios.iter().enumerate().rev() {
+            let (end, out, from) = match io.trigger {
+                Trigger::At(_) => continue,
+                Trigger::AfterQueue { io, .. } => (&mut q_end, &mut q_out, io),
+                Trigger::AfterCompletion { io, .. } => (&mut c_end, &mut c_out, io),
+            };
+            let at = &mut end[from as usize + 1];
+            *at -= 1;
+            out[*at as usize] = j as u32;
+        }
+        // Each `end[i + 1]` is now where segment `i` starts: shift to `start[i]`.
+        let to_starts = |mut end: Vec<u32>, total: usize| {
+            end.copy_within(1..=n, 0);
+            end[n] = total as u32;
+            end
+        };
+        BioIndex {
+            after_q: (to_starts(q_end, q_out.len()), q_out),
+            after_c: (to_starts(c_end, c_out.len()), c_out),
+            open,
+            next_of,
+            first_of,
+            prompt,
+            last_c,
+        }
     }
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut fill = start.clone();
-    let mut out = vec![0u32; start[n] as usize];
-    for (from, to) in pairs {
-        out[fill[from as usize] as usize] = to;
-        fill[from as usize] += 1;
-    }
-    (start, out)
 }
 
 fn slice(c: &(Vec<u32>, Vec<u32>), i: u32) -> std::ops::Range<usize> {
@@ -318,21 +367,27 @@ impl<'a> CtxParts<'a> {
 /// of 32 fio psync readers (`RS`) 21 of the 27 exits logged came within 1.5 ms of their last
 /// completion, the rest within 9 ms, and BFQ's idle timer never ran out for any of them.
 pub(crate) fn last_io_at(w: &Workload, origin: u64) -> Vec<u64> {
-    last_io_at_given(w, origin, &exits_promptly(w))
-}
-
-/// [`last_io_at`] with [`exits_promptly`]'s answer given (the simulator keeps it too: one
-/// pass over the bios, not two).
-fn last_io_at_given(w: &Workload, origin: u64, exits_promptly: &[bool]) -> Vec<u64> {
-    let mut last = vec![0u64; w.streams.len()];
+    let mut last_c = vec![0u64; w.streams.len()];
     for io in &w.ios {
-        let t = &mut last[io.stream as usize];
+        let t = &mut last_c[io.stream as usize];
         *t = (*t).max(io.rec_c);
     }
+    last_io_at_given(w, origin, &last_c, &exits_promptly(w))
+}
+
+/// [`last_io_at`] from each stream's last recorded completion and [`exits_promptly`]'s
+/// answer (the simulator gathers both in its one pass over the bios, [`BioIndex`]).
+fn last_io_at_given(
+    w: &Workload,
+    origin: u64,
+    last_c: &[u64],
+    exits_promptly: &[bool],
+) -> Vec<u64> {
     let span = w.end_ns.saturating_sub(w.start_ns) as f64;
-    last.into_iter()
+    last_c
+        .iter()
         .zip(exits_promptly)
-        .map(|(t, &prompt)| {
+        .map(|(&t, &prompt)| {
             let from_start = t.saturating_sub(w.start_ns) as f64;
             if prompt || from_start < super::continuation::RAN_TO_END_SHARE * span {
                 u64::MAX
@@ -369,37 +424,25 @@ pub fn run(
     cfg: SimConfig,
 ) -> SimResult {
     let n = w.ios.len();
-    let after_q = csr(
-        n,
-        w.ios
-            .iter()
-            .enumerate()
-            .filter_map(|(j, io)| match io.trigger {
-                Trigger::AfterQueue { io, .. } => Some((io, j as u32)),
-                _ => None,
-            }),
-    );
-    let after_c = csr(
-        n,
-        w.ios
-            .iter()
-            .enumerate()
-            .filter_map(|(j, io)| match io.trigger {
-                Trigger::AfterCompletion { io, .. } => Some((io, j as u32)),
-                _ => None,
-            }),
-    );
+    let BioIndex {
+        after_q,
+        after_c,
+        open,
+        next_of,
+        first_of,
+        prompt,
+        last_c,
+    } = BioIndex::new(w);
     let mut sched = sched;
     // Without events nobody reads the decisions either.
     sched.keep_decisions(cfg.emit);
-    let prompt = exits_promptly(w);
     let mut sim = Sim {
         w,
         dev,
         cfg,
         sched,
-        heap: BinaryHeap::with_capacity(1024),
-        seq: 0,
+        agenda: Agenda::new(),
+        timer_delays: Vec::with_capacity(TIMER_LANES),
         now: 0,
         rqs: Vec::with_capacity(n),
         next_in_rq: vec![u32::MAX; n],
@@ -407,7 +450,7 @@ pub fn run(
         after_c,
         plugs: vec![Vec::new(); w.streams.len()],
         remaining: w.streams.iter().map(|s| s.ios).collect(),
-        last_io_at: last_io_at_given(w, w.start_ns, &prompt),
+        last_io_at: last_io_at_given(w, w.start_ns, &last_c, &prompt),
         exits_promptly: prompt,
         by_end: FxHashMap::default(),
         by_start: FxHashMap::default(),
@@ -453,9 +496,9 @@ pub fn run(
             .collect(),
         in_flight: vec![0; w.streams.len()],
         held: vec![Default::default(); w.streams.len()],
-        expected: vec![u32::MAX; w.streams.len()],
+        expected: first_of,
         early: vec![BinaryHeap::new(); w.streams.len()],
-        next_of: vec![u32::MAX; n],
+        next_of,
         events: Vec::with_capacity(if cfg.emit { n * 6 } else { 0 }),
         completion: vec![0; n],
         queued: vec![0; n],
@@ -479,38 +522,19 @@ pub fn run(
             aux: 0,
         },
     };
-    for (i, io) in w.ios.iter().enumerate().rev() {
-        let s = io.stream as usize;
-        sim.next_of[i] = sim.expected[s];
-        sim.expected[s] = i as u32;
-    }
-    // Open-loop bios come from a sorted list, not the heap: a writeback stream can hold
-    // most of a trace's bios, and the heap stays as small as what is in flight.
-    let mut open: Vec<(u64, u32)> = w
-        .ios
-        .iter()
-        .enumerate()
-        .filter_map(|(i, io)| match io.trigger {
-            Trigger::At(t) => Some((t, i as u32)),
-            _ => None,
-        })
-        .collect();
+    // Open-loop bios come from a sorted list, not the agenda: a writeback stream can hold
+    // most of a trace's bios, and the agenda stays as small as what is in flight.
+    let mut open = open;
     open.sort_unstable();
     let mut open = open.into_iter().peekable();
     let mut stalled_reruns = 0u32;
     loop {
-        let from_open = match (open.peek(), sim.heap.peek()) {
-            (Some((t, _)), Some(Due { t: h, .. })) => t <= h,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
-        };
-        let (t, ev) = if from_open {
-            let (t, i) = open.next().expect("peeked");
-            (t, Ev::Arrive(i))
-        } else {
-            let Due { t, ev, .. } = sim.heap.pop().expect("peeked");
-            (t, ev)
+        let (t, ev) = match sim.agenda.pop_before(open.peek().map(|(t, _)| *t)) {
+            Some(due) => due,
+            None => match open.next() {
+                Some((t, i)) => (t, Ev::Arrive(i)),
+                None => break,
+            },
         };
         sim.now = t;
         match ev {
@@ -532,7 +556,7 @@ pub fn run(
                     // Nothing left to arrive or complete, and the scheduler still holds
                     // work it will not dispatch: a model bug; stop rather than spin.
                     stalled_reruns += 1;
-                    if stalled_reruns > 10_000 && sim.heap.is_empty() && open.peek().is_none() {
+                    if stalled_reruns > 10_000 && sim.agenda.is_empty() && open.peek().is_none() {
                         break;
                     }
                 } else {
@@ -557,13 +581,24 @@ pub fn run(
 }
 
 impl<'a> Sim<'a> {
+    /// `ev` is due at `t` (not before now).
     fn push(&mut self, t: u64, ev: Ev) {
-        self.seq += 1;
-        self.heap.push(Due {
-            t,
-            seq: self.seq,
-            ev,
-        });
+        let lane = match ev {
+            Ev::Arrive(_) => None,
+            Ev::Complete(_) => Some(COMPLETION_LANE),
+            Ev::Timer => {
+                let delay = t - self.now;
+                match self.timer_delays.iter().position(|d| *d == delay) {
+                    Some(k) => Some(1 + k),
+                    None if self.timer_delays.len() < TIMER_LANES => {
+                        self.timer_delays.push(delay);
+                        Some(self.timer_delays.len())
+                    }
+                    None => None,
+                }
+            }
+        };
+        self.agenda.push(t, ev, lane);
     }
 
     fn emit(&mut self, kind: EventKind, f: impl FnOnce(&mut Event)) {
@@ -1054,8 +1089,8 @@ impl<'a> Sim<'a> {
     }
 
     fn flush_plug(&mut self, s: usize) {
-        let plug = std::mem::take(&mut self.plugs[s]);
-        for r in plug {
+        let mut plug = std::mem::take(&mut self.plugs[s]);
+        for &r in &plug {
             let rq = &mut self.rqs[r as usize];
             rq.state = RqState::Queued;
             rq.inserted = self.now;
@@ -1084,6 +1119,12 @@ impl<'a> Sim<'a> {
             let parts = parts!(self);
             let ctx = parts.ctx(&self.rqs);
             self.sched.insert(&ctx, r);
+        }
+        // The plug goes back with its capacity: taking a fresh one made every request's
+        // first push an allocation.
+        if self.plugs[s].is_empty() {
+            plug.clear();
+            self.plugs[s] = plug;
         }
     }
 

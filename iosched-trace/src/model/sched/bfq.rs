@@ -165,6 +165,10 @@ struct Queue {
     fifo_checked: bool,
     last_pos: u64,
     seek_hist: u32,
+    /// Over 19 of the last 32 requests seeky (`BFQQ_SEEKY`), kept with `seek_hist`
+    /// ([`Queue::push_seek`]): asked at every dispatch and idling decision, and a count of
+    /// bits is a dozen instructions without the popcount one.
+    seeky: bool,
     ttime_samples: u64,
     ttime_total: u64,
     ttime_mean: u64,
@@ -259,7 +263,15 @@ impl Queue {
         self.orig_weight * f64::from(self.wr_coeff)
     }
     fn seeky(&self) -> bool {
-        self.seek_hist.count_ones() > 19
+        self.seeky
+    }
+    /// Shifts a request's seekiness into the history; [`Queue::seeky`] follows.
+    fn push_seek(&mut self, seeky: bool) {
+        self.seek_hist = (self.seek_hist << 1) | u32::from(seeky);
+        self.seeky = Self::seeky_history(self.seek_hist);
+    }
+    fn seeky_history(seek_hist: u32) -> bool {
+        seek_hist.count_ones() > 19
     }
 }
 
@@ -682,6 +694,7 @@ impl Bfq {
             // "first request is almost certainly seeky" (`bfq_init_bfqq`): the history
             // starts with one seeky request, so a queue is seeky one request sooner.
             seek_hist: 1,
+            seeky: Queue::seeky_history(1),
             ttime_samples: 0,
             ttime_total: 0,
             ttime_mean: 0,
@@ -1100,9 +1113,15 @@ impl Bfq {
     fn wf2q_choice(&mut self, ctx: &Ctx) -> Option<usize> {
         // A queue holding requests is busy; bookkeeping that left one idle would strand
         // its requests for ever.
-        let stranded: Vec<usize> = (0..self.queues.len())
-            .filter(|&q| !self.queues[q].busy && self.queues[q].queued() > 0)
-            .collect();
+        let is_stranded = |q: &Queue| !q.busy && q.queued() > 0;
+        // Looked for at every pick, found hardly ever: no list built unless there is one.
+        let stranded: Vec<usize> = if self.queues.iter().any(is_stranded) {
+            (0..self.queues.len())
+                .filter(|&q| is_stranded(&self.queues[q]))
+                .collect()
+        } else {
+            Vec::new()
+        };
         for q in stranded {
             let first = self.queues[q].sorted.iter().next().map(|(_, r)| *r);
             let sectors = first.map_or(8, |r| ctx.rqs[r as usize].sectors);
@@ -1509,11 +1528,12 @@ impl Bfq {
     /// only) with service; a soft real-time period that ends within the interactive one
     /// it interrupted goes back to it (`switch_back_to_interactive_wr`).
     fn end_raising_if_due(&mut self, q: usize, now: u64) {
-        let wr_duration = self.wr_duration();
-        let qq = &mut self.queues[q];
-        if qq.wr_coeff == 1 {
+        // At every dispatch: most queues are not raised, and the duration takes a division.
+        if self.queues[q].wr_coeff == 1 {
             return;
         }
+        let wr_duration = self.wr_duration();
+        let qq = &mut self.queues[q];
         let raised = qq.weight();
         let soft_rt = qq.wr_dur == WR_RT_MAX_TIME_NS;
         let mut end = qq.in_large_burst;
@@ -2174,7 +2194,7 @@ impl Scheduler for Bfq {
                 }
             }
             let seeky = sector.abs_diff(qq.last_pos) > SEEK_THR && (rotational || sectors < 64);
-            qq.seek_hist = (qq.seek_hist << 1) | u32::from(seeky);
+            qq.push_seek(seeky);
             qq.first_ttime_sample_wraps = false;
         }
         if was_empty && self.queues[q].dispatched == 0 {
