@@ -346,6 +346,10 @@ pub struct Bfq {
     stable_scheduled: Vec<bool>,
     /// Sort key (sector) of each request held, `u64::MAX` once dispatched.
     rq_pos: Vec<u64>,
+    /// The request [`Bfq::select_queue`] found next in the queue it returned, when asking
+    /// [`Bfq::next_rq`] again gives it again (taken by the dispatch that follows: a second
+    /// search of the queue's sector tree was a twentieth of a BFQ replay).
+    picked: Option<(usize, RqId)>,
 }
 
 impl Bfq {
@@ -428,6 +432,7 @@ impl Bfq {
             merges_imposed: false,
             stable_scheduled: Vec::new(),
             rq_pos: Vec::new(),
+            picked: None,
         })
     }
 
@@ -1192,6 +1197,13 @@ impl Bfq {
     }
 
     fn next_rq(&mut self, ctx: &Ctx, q: usize) -> Option<RqId> {
+        self.next_rq_sorted(ctx, q).map(|(rq, _)| rq)
+    }
+
+    /// [`Bfq::next_rq`], and whether it is the first in sector order from the last position
+    /// (not the FIFO's expired head): the FIFO is looked at once per service period, so
+    /// until the queue changes every later call gives that one again.
+    fn next_rq_sorted(&mut self, ctx: &Ctx, q: usize) -> Option<(RqId, bool)> {
         let expire = self.fifo_expire[usize::from(self.queues[q].sync)];
         let qq = &mut self.queues[q];
         if let Some(f) = expired_fifo_head(
@@ -1201,13 +1213,13 @@ impl Bfq {
             ctx,
             expire,
         ) {
-            return Some(f);
+            return Some((f, false));
         }
         qq.sorted
             .range((qq.last_pos, 0)..)
             .next()
             .or_else(|| qq.sorted.iter().next())
-            .map(|(_, r)| *r)
+            .map(|(_, r)| (*r, true))
     }
 
     fn injection(&mut self, ctx: &Ctx, q: usize) -> Option<(usize, InjectWhy)> {
@@ -1251,6 +1263,7 @@ impl Bfq {
     }
 
     fn select_queue(&mut self, ctx: &Ctx) -> Option<usize> {
+        self.picked = None;
         for _ in 0..(self.queues.len() * 4 + 8) {
             let q = match self.in_service {
                 Some(q) => q,
@@ -1267,11 +1280,12 @@ impl Bfq {
                 self.expire(ctx, q, ExpireReason::BudgetTimeout);
                 continue;
             }
-            if let Some(next) = self.next_rq(ctx, q) {
+            if let Some((next, sorted)) = self.next_rq_sorted(ctx, q) {
                 if self.charge(q, ctx.rqs[next as usize].sectors) > left {
                     self.expire(ctx, q, ExpireReason::BudgetExhausted);
                     continue;
                 }
+                self.picked = sorted.then_some((q, next));
                 if self.wait_request {
                     // A small request arrived while idling did not end the idling
                     // (`bfq_rq_enqueued` leaves the timer armed, hoping for merges), but
@@ -2271,7 +2285,10 @@ impl Scheduler for Bfq {
         }
         self.sample_hw_tag(ctx);
         let q = self.select_queue(ctx)?;
-        let rq = self.next_rq(ctx, q)?;
+        let rq = match self.picked.take() {
+            Some((picked_q, rq)) if picked_q == q => rq,
+            _ => self.next_rq(ctx, q)?,
+        };
         self.serve(ctx, q, rq);
         Some(rq)
     }
