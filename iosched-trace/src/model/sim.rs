@@ -12,14 +12,13 @@
 
 use std::{cmp::Reverse, collections::BinaryHeap};
 
-use rustc_hash::FxHashMap;
-
 use crate::event::{Comm, Dev, Event, EventKind, Op, ReqFlags};
 
 use super::{
     agenda::Agenda,
     device::DeviceModel,
     sched::{Ctx, Decided, Rq, RqId, RqState, Scheduler},
+    sector_map::SectorMap,
     workload::{Io, StreamKind, Trigger, Workload},
 };
 
@@ -83,8 +82,10 @@ pub struct SimResult {
     pub bios: u64,
     pub start_ns: u64,
     pub end_ns: u64,
-    /// Completion time of each bio, ns after the start.
+    /// Completion time of each bio, ns after the start; empty without events
+    /// ([`SimConfig::emit`]).
     pub completion: Vec<u64>,
+    /// When each bio was queued (Q), ns after the start; empty without events.
     pub queued: Vec<u64>,
     /// How long each bio the wbt gate put to sleep waited, from its Q to its request.
     pub wbt_waits: Vec<u64>,
@@ -161,8 +162,9 @@ struct Sim<'a> {
     last_io_at: Vec<u64>,
     /// Each stream exits as soon as its I/O is done ([`exits_promptly`]).
     exits_promptly: Vec<bool>,
-    by_end: FxHashMap<u64, RqId>,
-    by_start: FxHashMap<u64, RqId>,
+    /// Requests in the scheduler by their end and their start, for bio merges.
+    by_end: SectorMap,
+    by_start: SectorMap,
     bypass: std::collections::VecDeque<RqId>,
     bypassed: Vec<bool>,
     /// Of the bypassing requests, the data of writes with REQ_PREFLUSH: at the head of the
@@ -192,6 +194,9 @@ struct Sim<'a> {
     blocked_seq: u64,
     /// Bios in `blocked`, all processes: none, and a pass has nothing to look at.
     asleep: usize,
+    /// The streams with a bio in `blocked`, in no order: a pass starts from their first
+    /// sleepers, without a look at every stream's queue.
+    sleepers: Vec<usize>,
     /// Scratch for [`Sim::unblock`]'s order of processes to wake, kept between passes: a
     /// pass runs at every completion, and most find a sleeper.
     wake_order: BinaryHeap<Reverse<(u64, usize)>>,
@@ -452,8 +457,8 @@ pub fn run(
         remaining: w.streams.iter().map(|s| s.ios).collect(),
         last_io_at: last_io_at_given(w, w.start_ns, &last_c, &prompt),
         exits_promptly: prompt,
-        by_end: FxHashMap::default(),
-        by_start: FxHashMap::default(),
+        by_end: SectorMap::default(),
+        by_start: SectorMap::default(),
         bypass: Default::default(),
         bypassed: Vec::with_capacity(n),
         at_head: Vec::with_capacity(n),
@@ -476,6 +481,7 @@ pub fn run(
         blocked: vec![Default::default(); w.streams.len()],
         blocked_seq: 0,
         asleep: 0,
+        sleepers: Vec::new(),
         wake_order: BinaryHeap::new(),
         blocked_of: vec![0; w.streams.len()],
         wbt_asleep: Default::default(),
@@ -500,8 +506,17 @@ pub fn run(
         early: vec![BinaryHeap::new(); w.streams.len()],
         next_of,
         events: Vec::with_capacity(if cfg.emit { n * 6 } else { 0 }),
-        completion: vec![0; n],
-        queued: vec![0; n],
+        // Per-bio times for the result, and Q times for wbt's waits: a run without events
+        // (speed measurements) has no use for them, and its time went into their pages.
+        completion: vec![0; if cfg.emit { n } else { 0 }],
+        queued: vec![
+            0;
+            if cfg.emit || cfg.wbt_limit.is_some() {
+                n
+            } else {
+                0
+            }
+        ],
         template: Event {
             ts_ns: 0,
             kind: EventKind::Queue,
@@ -681,6 +696,13 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Bio `i` is queued (Q) now, for the result and wbt's waits (kept only for them).
+    fn stamp_queued(&mut self, i: u32) {
+        if let Some(q) = self.queued.get_mut(i as usize) {
+            *q = self.now;
+        }
+    }
+
     /// Bio `i`'s turn has come: it is queued once its process has room in its window.
     fn admit(&mut self, i: u32) {
         let io = self.w.ios[i as usize];
@@ -711,7 +733,7 @@ impl<'a> Sim<'a> {
             }
             return;
         }
-        self.queued[i as usize] = self.now;
+        self.stamp_queued(i);
         self.emit_bio(EventKind::Queue, i);
         let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
         if !data || !self.try_merge(i) {
@@ -767,6 +789,9 @@ impl<'a> Sim<'a> {
     fn block(&mut self, i: u32, queued: bool, depth: Option<TagDepth>) {
         let s = self.w.ios[i as usize].stream as usize;
         self.blocked_of[s] += 1;
+        if self.blocked[s].is_empty() {
+            self.sleepers.push(s);
+        }
         self.blocked[s].push_back(Asleep {
             bio: i,
             queued,
@@ -792,10 +817,9 @@ impl<'a> Sim<'a> {
         let mut next = std::mem::take(&mut self.wake_order);
         next.clear();
         next.extend(
-            self.blocked
+            self.sleepers
                 .iter()
-                .enumerate()
-                .filter_map(|(s, q)| q.front().map(|a| Reverse((a.seq, s)))),
+                .map(|&s| Reverse((self.blocked[s][0].seq, s))),
         );
         while let Some(Reverse((_, s))) = next.pop() {
             let Asleep {
@@ -807,7 +831,7 @@ impl<'a> Sim<'a> {
             let io = self.w.ios[i as usize];
             if !queued {
                 // Its process, awake, submits it now.
-                self.queued[i as usize] = self.now;
+                self.stamp_queued(i);
                 self.emit_bio(EventKind::Queue, i);
                 self.blocked[s][0].queued = true;
             }
@@ -838,8 +862,13 @@ impl<'a> Sim<'a> {
             self.blocked[s].pop_front();
             self.asleep -= 1;
             self.blocked_of[s] -= 1;
-            if let Some(a) = self.blocked[s].front() {
-                next.push(Reverse((a.seq, s)));
+            match self.blocked[s].front() {
+                Some(a) => next.push(Reverse((a.seq, s))),
+                None => {
+                    let at = self.sleepers.iter().position(|&o| o == s);
+                    self.sleepers
+                        .swap_remove(at.expect("a stream with sleepers is listed"));
+                }
             }
             self.submitted(i);
         }
@@ -871,7 +900,7 @@ impl<'a> Sim<'a> {
             let io = self.w.ios[i as usize];
             let s = io.stream as usize;
             if !queued {
-                self.queued[i as usize] = self.now;
+                self.stamp_queued(i);
                 self.emit_bio(EventKind::Queue, i);
                 if let Some(front) = self.wbt_asleep.front_mut() {
                     front.1 = true;
@@ -1026,8 +1055,8 @@ impl<'a> Sim<'a> {
         let ctx = parts.ctx(&self.rqs);
         let candidate = self
             .by_end
-            .get(&io.sector)
-            .map(|r| (*r, true))
+            .get(io.sector)
+            .map(|r| (r, true))
             .filter(|(r, _)| {
                 self.mergeable(&self.rqs[*r as usize], i)
                     && self.sched.allow_merge(&ctx, *r, io.stream, io.sync)
@@ -1036,20 +1065,17 @@ impl<'a> Sim<'a> {
                 if !self.sched.front_merges() {
                     return None;
                 }
-                self.by_start
-                    .get(&end)
-                    .map(|r| (*r, false))
-                    .filter(|(r, _)| {
-                        self.mergeable(&self.rqs[*r as usize], i)
-                            && self.sched.allow_merge(&ctx, *r, io.stream, io.sync)
-                    })
+                self.by_start.get(end).map(|r| (r, false)).filter(|(r, _)| {
+                    self.mergeable(&self.rqs[*r as usize], i)
+                        && self.sched.allow_merge(&ctx, *r, io.stream, io.sync)
+                })
             });
         match candidate {
             Some((r, back)) => {
                 let old_sector = self.rqs[r as usize].sector;
                 let old_end = self.rqs[r as usize].end();
-                self.by_end.remove(&old_end);
-                self.by_start.remove(&old_sector);
+                self.by_end.remove(old_end);
+                self.by_start.remove(old_sector);
                 self.do_merge(r, i, back);
                 let rq = &self.rqs[r as usize];
                 self.by_end.insert(rq.end(), r);
@@ -1170,8 +1196,8 @@ impl<'a> Sim<'a> {
         rq.state = RqState::Dispatched;
         let (sector, end, sectors, op, head) = (rq.sector, rq.end(), rq.sectors, rq.op, rq.head_io);
         if !self.bypassed[r as usize] {
-            self.by_end.remove(&end);
-            self.by_start.remove(&sector);
+            self.by_end.remove(end);
+            self.by_start.remove(sector);
         }
         self.in_driver += 1;
         if self.at_head[r as usize] {
@@ -1244,7 +1270,9 @@ impl<'a> Sim<'a> {
         let mut b = head;
         let mut released = Vec::new();
         while b != u32::MAX {
-            self.completion[b as usize] = self.now;
+            if let Some(c) = self.completion.get_mut(b as usize) {
+                *c = self.now;
+            }
             let s = self.w.ios[b as usize].stream as usize;
             self.in_flight[s] -= 1;
             if self.exits_promptly(s) {
