@@ -10,7 +10,7 @@
 //!   logging their decisions.
 //! - [`sim`]: the discrete-event simulator; it writes our own events, so a replay is
 //!   analysed by [`crate::analysis`], the same code as a recording. `agenda`: its pending
-//!   events in time order; `sector_map`: its merge lookups.
+//!   events in time order.
 //! - [`replay`]: configurations, runs, and their comparison with the recording.
 //! - [`throttle`]: wbt and Kyber throttling as the trace shows it (waits, who, when).
 //! - [`explain`]: ranked findings with evidence and a model-estimated effect.
@@ -30,7 +30,6 @@ pub mod explain;
 pub mod replay;
 pub mod scenarios;
 pub mod sched;
-mod sector_map;
 pub mod sim;
 pub mod throttle;
 pub mod workload;

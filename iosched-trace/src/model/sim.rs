@@ -12,13 +12,14 @@
 
 use std::{cmp::Reverse, collections::BinaryHeap};
 
+use rustc_hash::FxHashMap;
+
 use crate::event::{Comm, Dev, Event, EventKind, Op, ReqFlags};
 
 use super::{
     agenda::Agenda,
     device::DeviceModel,
     sched::{Ctx, Decided, Rq, RqId, RqState, Scheduler},
-    sector_map::SectorMap,
     workload::{Io, StreamKind, Trigger, Workload},
 };
 
@@ -162,9 +163,8 @@ struct Sim<'a> {
     last_io_at: Vec<u64>,
     /// Each stream exits as soon as its I/O is done ([`exits_promptly`]).
     exits_promptly: Vec<bool>,
-    /// Requests in the scheduler by their end and their start, for bio merges.
-    by_end: SectorMap,
-    by_start: SectorMap,
+    by_end: FxHashMap<u64, RqId>,
+    by_start: FxHashMap<u64, RqId>,
     bypass: std::collections::VecDeque<RqId>,
     bypassed: Vec<bool>,
     /// Of the bypassing requests, the data of writes with REQ_PREFLUSH: at the head of the
@@ -457,8 +457,8 @@ pub fn run(
         remaining: w.streams.iter().map(|s| s.ios).collect(),
         last_io_at: last_io_at_given(w, w.start_ns, &last_c, &prompt),
         exits_promptly: prompt,
-        by_end: SectorMap::default(),
-        by_start: SectorMap::default(),
+        by_end: FxHashMap::default(),
+        by_start: FxHashMap::default(),
         bypass: Default::default(),
         bypassed: Vec::with_capacity(n),
         at_head: Vec::with_capacity(n),
@@ -1055,8 +1055,8 @@ impl<'a> Sim<'a> {
         let ctx = parts.ctx(&self.rqs);
         let candidate = self
             .by_end
-            .get(io.sector)
-            .map(|r| (r, true))
+            .get(&io.sector)
+            .map(|r| (*r, true))
             .filter(|(r, _)| {
                 self.mergeable(&self.rqs[*r as usize], i)
                     && self.sched.allow_merge(&ctx, *r, io.stream, io.sync)
@@ -1065,17 +1065,20 @@ impl<'a> Sim<'a> {
                 if !self.sched.front_merges() {
                     return None;
                 }
-                self.by_start.get(end).map(|r| (r, false)).filter(|(r, _)| {
-                    self.mergeable(&self.rqs[*r as usize], i)
-                        && self.sched.allow_merge(&ctx, *r, io.stream, io.sync)
-                })
+                self.by_start
+                    .get(&end)
+                    .map(|r| (*r, false))
+                    .filter(|(r, _)| {
+                        self.mergeable(&self.rqs[*r as usize], i)
+                            && self.sched.allow_merge(&ctx, *r, io.stream, io.sync)
+                    })
             });
         match candidate {
             Some((r, back)) => {
                 let old_sector = self.rqs[r as usize].sector;
                 let old_end = self.rqs[r as usize].end();
-                self.by_end.remove(old_end);
-                self.by_start.remove(old_sector);
+                self.by_end.remove(&old_end);
+                self.by_start.remove(&old_sector);
                 self.do_merge(r, i, back);
                 let rq = &self.rqs[r as usize];
                 self.by_end.insert(rq.end(), r);
@@ -1196,8 +1199,8 @@ impl<'a> Sim<'a> {
         rq.state = RqState::Dispatched;
         let (sector, end, sectors, op, head) = (rq.sector, rq.end(), rq.sectors, rq.op, rq.head_io);
         if !self.bypassed[r as usize] {
-            self.by_end.remove(end);
-            self.by_start.remove(sector);
+            self.by_end.remove(&end);
+            self.by_start.remove(&sector);
         }
         self.in_driver += 1;
         if self.at_head[r as usize] {
