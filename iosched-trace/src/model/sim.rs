@@ -10,7 +10,7 @@
 //!
 //! Owns: time, blk-mq plumbing. Must not: decide order (the scheduler does) or aggregate.
 
-use std::{cmp::Reverse, collections::BinaryHeap};
+use std::{cmp::Reverse, collections::BinaryHeap, num::NonZeroU32};
 
 use rustc_hash::FxHashMap;
 
@@ -153,9 +153,10 @@ struct Sim<'a> {
     now: u64,
     rqs: Vec<Rq>,
     next_in_rq: Vec<u32>,
-    /// Dependents by trigger, CSR: bios released by a Q / by a completion.
-    after_q: (Vec<u32>, Vec<u32>),
-    after_c: (Vec<u32>, Vec<u32>),
+    /// Dependents by trigger: bios released by a Q / by a completion ([`BioIndex`]).
+    after_q: Vec<Option<NonZeroU32>>,
+    after_c: Vec<Option<NonZeroU32>>,
+    sibling: Vec<Option<NonZeroU32>>,
     plugs: Vec<Vec<RqId>>,
     /// Bios of each stream still to arrive (its future).
     remaining: Vec<u32>,
@@ -228,13 +229,18 @@ struct Sim<'a> {
     template: Event,
 }
 
-/// What the simulator looks up by bio and by stream, from two passes over the workload's
+/// What the simulator looks up by bio and by stream, from one pass over the workload's
 /// bios (a bio is ~70 bytes, a table of millions of them is read from memory each pass:
 /// building each table in its own pass was a twentieth of a replay).
 struct BioIndex {
-    /// Dependents by trigger, CSR: bios released by a Q / by a completion.
-    after_q: (Vec<u32>, Vec<u32>),
-    after_c: (Vec<u32>, Vec<u32>),
+    /// Dependents by trigger, as lists in workload order: of bio `i`, the first bio its Q
+    /// releases and the first its completion releases, and of each such bio the next one
+    /// released by the same event. Entries are indices plus one: a table
+    /// of `None` is zeroed memory, whose pages a workload without such triggers never
+    /// touches.
+    after_q: Vec<Option<NonZeroU32>>,
+    after_c: Vec<Option<NonZeroU32>>,
+    sibling: Vec<Option<NonZeroU32>>,
     /// Open-loop bios by their time.
     open: Vec<(u64, u32)>,
     /// Per bio its stream's next one, and per stream its first (`u32::MAX`: none).
@@ -245,64 +251,50 @@ struct BioIndex {
     last_c: Vec<u64>,
 }
 
+/// Bio `j` as a list entry.
+fn entry(j: usize) -> Option<NonZeroU32> {
+    NonZeroU32::new(u32::try_from(j + 1).expect("bio indices are u32"))
+}
+
+/// The bio of a list entry.
+fn bio_of(entry: NonZeroU32) -> u32 {
+    entry.get() - 1
+}
+
 impl BioIndex {
     fn new(w: &Workload) -> BioIndex {
         let n = w.ios.len();
         let streams = w.streams.len();
-        // Segment ends, counted at `from + 1` (CSR starts after the prefix sum).
-        let mut q_start = vec![0u32; n + 1];
-        let mut c_start = vec![0u32; n + 1];
+        let mut after_q = vec![None; n];
+        let mut after_c = vec![None; n];
+        let mut sibling = vec![None; n];
         let mut open = Vec::new();
         let mut next_of = vec![u32::MAX; n];
         let mut first_of = vec![u32::MAX; streams];
-        let mut last_of = vec![u32::MAX; streams];
         let mut prompt = vec![true; streams];
         let mut last_c = vec![0u64; streams];
-        for (j, io) in w.ios.iter().enumerate() {
-            let j = j as u32;
-            match io.trigger {
-                Trigger::At(t) => open.push((t, j)),
-                Trigger::AfterQueue { io, .. } => q_start[io as usize + 1] += 1,
-                Trigger::AfterCompletion { io, .. } => c_start[io as usize + 1] += 1,
+        // Back to front: each bio goes to the head of its lists, which end in workload order.
+        for (j, io) in w.ios.iter().enumerate().rev() {
+            let first = match io.trigger {
+                Trigger::At(t) => {
+                    open.push((t, j as u32));
+                    None
+                }
+                Trigger::AfterQueue { io, .. } => Some(&mut after_q[io as usize]),
+                Trigger::AfterCompletion { io, .. } => Some(&mut after_c[io as usize]),
+            };
+            if let Some(first) = first {
+                sibling[j] = std::mem::replace(first, entry(j));
             }
             let s = io.stream as usize;
-            match last_of[s] {
-                u32::MAX => first_of[s] = j,
-                prev => next_of[prev as usize] = j,
-            }
-            last_of[s] = j;
+            next_of[j] = std::mem::replace(&mut first_of[s], j as u32);
             prompt[s] &= waits_in_submit(io);
             last_c[s] = last_c[s].max(io.rec_c);
         }
-        for start in [&mut q_start, &mut c_start] {
-            for i in 0..n {
-                start[i + 1] += start[i];
-            }
-        }
-        // Filled back to front from each segment's end, so that each lists its bios in
-        // workload order and ends at its start: `start[i]..start[i + 1]`.
-        let mut q_out = vec![0u32; q_start[n] as usize];
-        let mut c_out = vec![0u32; c_start[n] as usize];
-        let (mut q_end, mut c_end) = (q_start, c_start);
-        for (j, io) in w.ios.iter().enumerate().rev() {
-            let (end, out, from) = match io.trigger {
-                Trigger::At(_) => continue,
-                Trigger::AfterQueue { io, .. } => (&mut q_end, &mut q_out, io),
-                Trigger::AfterCompletion { io, .. } => (&mut c_end, &mut c_out, io),
-            };
-            let at = &mut end[from as usize + 1];
-            *at -= 1;
-            out[*at as usize] = j as u32;
-        }
-        // Each `end[i + 1]` is now where segment `i` starts: shift to `start[i]`.
-        let to_starts = |mut end: Vec<u32>, total: usize| {
-            end.copy_within(1..=n, 0);
-            end[n] = total as u32;
-            end
-        };
         BioIndex {
-            after_q: (to_starts(q_end, q_out.len()), q_out),
-            after_c: (to_starts(c_end, c_out.len()), c_out),
+            after_q,
+            after_c,
+            sibling,
             open,
             next_of,
             first_of,
@@ -310,10 +302,6 @@ impl BioIndex {
             last_c,
         }
     }
-}
-
-fn slice(c: &(Vec<u32>, Vec<u32>), i: u32) -> std::ops::Range<usize> {
-    c.0[i as usize] as usize..c.0[i as usize + 1] as usize
 }
 
 /// The context parts from the simulator's fields (a macro, so that the scheduler field can be
@@ -432,6 +420,7 @@ pub fn run(
     let BioIndex {
         after_q,
         after_c,
+        sibling,
         open,
         next_of,
         first_of,
@@ -453,6 +442,7 @@ pub fn run(
         next_in_rq: vec![u32::MAX; n],
         after_q,
         after_c,
+        sibling,
         plugs: vec![Vec::new(); w.streams.len()],
         remaining: w.streams.iter().map(|s| s.ios).collect(),
         last_io_at: last_io_at_given(w, w.start_ns, &last_c, &prompt),
@@ -776,8 +766,10 @@ impl<'a> Sim<'a> {
     /// process issues next; true when that follows at once (the plug batch goes on).
     fn submitted(&mut self, i: u32) -> bool {
         let mut batch_continues = false;
-        for k in slice(&self.after_q, i) {
-            let j = self.after_q.1[k];
+        let mut next = self.after_q[i as usize];
+        while let Some(entry) = next {
+            let j = bio_of(entry);
+            next = self.sibling[j as usize];
             if let Trigger::AfterQueue { delay, .. } = self.w.ios[j as usize].trigger {
                 batch_continues |= delay <= PLUG_NS;
                 self.push(self.now + delay, Ev::Arrive(j));
@@ -1284,8 +1276,10 @@ impl<'a> Sim<'a> {
             if let Some(j) = self.held[s].pop_front() {
                 released.push(j);
             }
-            for k in slice(&self.after_c, b) {
-                let j = self.after_c.1[k];
+            let mut next = self.after_c[b as usize];
+            while let Some(entry) = next {
+                let j = bio_of(entry);
+                next = self.sibling[j as usize];
                 if let Trigger::AfterCompletion { delay, .. } = self.w.ios[j as usize].trigger {
                     let sj = self.w.ios[j as usize].stream as usize;
                     if self.exits_promptly(sj) && self.ended_at(sj, self.now + delay) {
