@@ -592,7 +592,7 @@ impl<'a> Sim<'a> {
             Ev::Arrive(_) => None,
             Ev::Complete(_) => Some(COMPLETION_LANE),
             Ev::Timer => {
-                let delay = t - self.now;
+                let delay = t.saturating_sub(self.now);
                 match self.timer_delays.iter().position(|d| *d == delay) {
                     Some(k) => Some(1 + k),
                     None if self.timer_delays.len() < TIMER_LANES => {
