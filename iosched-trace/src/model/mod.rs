@@ -9,7 +9,8 @@
 //!   deterministic,
 //!   logging their decisions.
 //! - [`sim`]: the discrete-event simulator; it writes our own events, so a replay is
-//!   analysed by [`crate::analysis`], the same code as a recording.
+//!   analysed by [`crate::analysis`], the same code as a recording. `agenda`: its pending
+//!   events in time order.
 //! - [`replay`]: configurations, runs, and their comparison with the recording.
 //! - [`storm`]: preemption storms as the recording shows them (BFQ's log, or the trace).
 //! - [`throttle`]: wbt and Kyber throttling as the trace shows it (waits, who, when).
@@ -21,6 +22,7 @@
 //!
 //! Owns: modelling. Must not: read the kernel, print.
 
+mod agenda;
 pub mod bfqcheck;
 pub mod bfqlog;
 pub mod continuation;

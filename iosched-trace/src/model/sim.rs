@@ -10,13 +10,14 @@
 //!
 //! Owns: time, blk-mq plumbing. Must not: decide order (the scheduler does) or aggregate.
 
-use std::{cmp::Reverse, collections::BinaryHeap};
+use std::{cmp::Reverse, collections::BinaryHeap, num::NonZeroU32};
 
 use rustc_hash::FxHashMap;
 
 use crate::event::{Comm, Dev, Event, EventKind, Op, ReqFlags};
 
 use super::{
+    agenda::Agenda,
     device::DeviceModel,
     sched::{Ctx, Decided, Rq, RqId, RqState, Scheduler},
     workload::{Io, StreamKind, Trigger, Workload},
@@ -82,8 +83,10 @@ pub struct SimResult {
     pub bios: u64,
     pub start_ns: u64,
     pub end_ns: u64,
-    /// Completion time of each bio, ns after the start.
+    /// Completion time of each bio, ns after the start; empty without events
+    /// ([`SimConfig::emit`]).
     pub completion: Vec<u64>,
+    /// When each bio was queued (Q), ns after the start; empty without events.
     pub queued: Vec<u64>,
     /// How long each bio the wbt gate put to sleep waited, from its Q to its request.
     pub wbt_waits: Vec<u64>,
@@ -120,34 +123,14 @@ enum Ev {
     Timer,
 }
 
-/// An event due at `t`, the `seq`th pushed. The heap gives the earliest first, in push order
-/// at equal times (`seq` is unique, so the event itself never decides).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Due {
-    t: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl Due {
-    /// `(t, seq)` as one number: one wide comparison instead of two in the heap's sifts.
-    fn key(&self) -> u128 {
-        (u128::from(self.t) << 64) | u128::from(self.seq)
-    }
-}
-
-impl Ord for Due {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        // Reversed: `BinaryHeap` is a max-heap.
-        other.key().cmp(&self.key())
-    }
-}
-
-impl PartialOrd for Due {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
+/// The agenda's lane of completions: a server completes its requests in the order they
+/// were issued, and with several servers a request waits at most behind the others in
+/// the driver ([`super::agenda`]).
+const COMPLETION_LANE: usize = 0;
+/// Lanes of timers, one per delay a timer was armed with (a scheduler arms its timers
+/// a few fixed delays ahead: BFQ's and CFQ's idle slices, the rerun); timers of other
+/// delays go to the agenda's heap.
+const TIMER_LANES: usize = 4;
 
 /// Base of synthetic ids; bios and requests never collide.
 const BIO_ID: u64 = 1 << 40;
@@ -164,14 +147,16 @@ struct Sim<'a> {
     dev: &'a DeviceModel,
     cfg: SimConfig,
     sched: Box<dyn Scheduler + 'a>,
-    heap: BinaryHeap<Due>,
-    seq: u64,
+    agenda: Agenda<Ev>,
+    /// The delay each timer lane after [`COMPLETION_LANE`] takes, as lanes are given out.
+    timer_delays: Vec<u64>,
     now: u64,
     rqs: Vec<Rq>,
     next_in_rq: Vec<u32>,
-    /// Dependents by trigger, CSR: bios released by a Q / by a completion.
-    after_q: (Vec<u32>, Vec<u32>),
-    after_c: (Vec<u32>, Vec<u32>),
+    /// Dependents by trigger: bios released by a Q / by a completion ([`BioIndex`]).
+    after_q: Vec<Option<NonZeroU32>>,
+    after_c: Vec<Option<NonZeroU32>>,
+    sibling: Vec<Option<NonZeroU32>>,
     plugs: Vec<Vec<RqId>>,
     /// Bios of each stream still to arrive (its future).
     remaining: Vec<u32>,
@@ -210,6 +195,9 @@ struct Sim<'a> {
     blocked_seq: u64,
     /// Bios in `blocked`, all processes: none, and a pass has nothing to look at.
     asleep: usize,
+    /// The streams with a bio in `blocked`, in no order: a pass starts from their first
+    /// sleepers, without a look at every stream's queue.
+    sleepers: Vec<usize>,
     /// Scratch for [`Sim::unblock`]'s order of processes to wake, kept between passes: a
     /// pass runs at every completion, and most find a sleeper.
     wake_order: BinaryHeap<Reverse<(u64, usize)>>,
@@ -241,25 +229,79 @@ struct Sim<'a> {
     template: Event,
 }
 
-fn csr(n: usize, pairs: impl Iterator<Item = (u32, u32)> + Clone) -> (Vec<u32>, Vec<u32>) {
-    let mut start = vec![0u32; n + 1];
-    for (from, _) in pairs.clone() {
-        start[from as usize + 1] += 1;
-    }
-    for i in 0..n {
-        start[i + 1] += start[i];
-    }
-    let mut fill = start.clone();
-    let mut out = vec![0u32; start[n] as usize];
-    for (from, to) in pairs {
-        out[fill[from as usize] as usize] = to;
-        fill[from as usize] += 1;
-    }
-    (start, out)
+/// What the simulator looks up by bio and by stream, from one pass over the workload's
+/// bios (a bio is ~70 bytes, a table of millions of them is read from memory each pass:
+/// building each table in its own pass was a twentieth of a replay).
+struct BioIndex {
+    /// Dependents by trigger, as lists in workload order: of bio `i`, the first bio its Q
+    /// releases and the first its completion releases, and of each such bio the next one
+    /// released by the same event. Entries are indices plus one: a table
+    /// of `None` is zeroed memory, whose pages a workload without such triggers never
+    /// touches.
+    after_q: Vec<Option<NonZeroU32>>,
+    after_c: Vec<Option<NonZeroU32>>,
+    sibling: Vec<Option<NonZeroU32>>,
+    /// Open-loop bios by their time.
+    open: Vec<(u64, u32)>,
+    /// Per bio its stream's next one, and per stream its first (`u32::MAX`: none).
+    next_of: Vec<u32>,
+    first_of: Vec<u32>,
+    /// Per stream, [`exits_promptly`] and its last recorded completion.
+    prompt: Vec<bool>,
+    last_c: Vec<u64>,
 }
 
-fn slice(c: &(Vec<u32>, Vec<u32>), i: u32) -> std::ops::Range<usize> {
-    c.0[i as usize] as usize..c.0[i as usize + 1] as usize
+/// Bio `j` as a list entry.
+fn entry(j: usize) -> Option<NonZeroU32> {
+    NonZeroU32::new(u32::try_from(j + 1).expect("bio indices are u32"))
+}
+
+/// The bio of a list entry.
+fn bio_of(entry: NonZeroU32) -> u32 {
+    entry.get() - 1
+}
+
+impl BioIndex {
+    fn new(w: &Workload) -> BioIndex {
+        let n = w.ios.len();
+        let streams = w.streams.len();
+        let mut after_q = vec![None; n];
+        let mut after_c = vec![None; n];
+        let mut sibling = vec![None; n];
+        let mut open = Vec::new();
+        let mut next_of = vec![u32::MAX; n];
+        let mut first_of = vec![u32::MAX; streams];
+        let mut prompt = vec![true; streams];
+        let mut last_c = vec![0u64; streams];
+        // Back to front: each bio goes to the head of its lists, which end in workload order.
+        for (j, io) in w.ios.iter().enumerate().rev() {
+            let first = match io.trigger {
+                Trigger::At(t) => {
+                    open.push((t, j as u32));
+                    None
+                }
+                Trigger::AfterQueue { io, .. } => Some(&mut after_q[io as usize]),
+                Trigger::AfterCompletion { io, .. } => Some(&mut after_c[io as usize]),
+            };
+            if let Some(first) = first {
+                sibling[j] = std::mem::replace(first, entry(j));
+            }
+            let s = io.stream as usize;
+            next_of[j] = std::mem::replace(&mut first_of[s], j as u32);
+            prompt[s] &= waits_in_submit(io);
+            last_c[s] = last_c[s].max(io.rec_c);
+        }
+        BioIndex {
+            after_q,
+            after_c,
+            sibling,
+            open,
+            next_of,
+            first_of,
+            prompt,
+            last_c,
+        }
+    }
 }
 
 /// The context parts from the simulator's fields (a macro, so that the scheduler field can be
@@ -318,21 +360,27 @@ impl<'a> CtxParts<'a> {
 /// of 32 fio psync readers (`RS`) 21 of the 27 exits logged came within 1.5 ms of their last
 /// completion, the rest within 9 ms, and BFQ's idle timer never ran out for any of them.
 pub(crate) fn last_io_at(w: &Workload, origin: u64) -> Vec<u64> {
-    last_io_at_given(w, origin, &exits_promptly(w))
-}
-
-/// [`last_io_at`] with [`exits_promptly`]'s answer given (the simulator keeps it too: one
-/// pass over the bios, not two).
-fn last_io_at_given(w: &Workload, origin: u64, exits_promptly: &[bool]) -> Vec<u64> {
-    let mut last = vec![0u64; w.streams.len()];
+    let mut last_c = vec![0u64; w.streams.len()];
     for io in &w.ios {
-        let t = &mut last[io.stream as usize];
+        let t = &mut last_c[io.stream as usize];
         *t = (*t).max(io.rec_c);
     }
+    last_io_at_given(w, origin, &last_c, &exits_promptly(w))
+}
+
+/// [`last_io_at`] from each stream's last recorded completion and [`exits_promptly`]'s
+/// answer (the simulator gathers both in its one pass over the bios, [`BioIndex`]).
+fn last_io_at_given(
+    w: &Workload,
+    origin: u64,
+    last_c: &[u64],
+    exits_promptly: &[bool],
+) -> Vec<u64> {
     let span = w.end_ns.saturating_sub(w.start_ns) as f64;
-    last.into_iter()
+    last_c
+        .iter()
         .zip(exits_promptly)
-        .map(|(t, &prompt)| {
+        .map(|(&t, &prompt)| {
             let from_start = t.saturating_sub(w.start_ns) as f64;
             if prompt || from_start < super::continuation::RAN_TO_END_SHARE * span {
                 u64::MAX
@@ -369,45 +417,35 @@ pub fn run(
     cfg: SimConfig,
 ) -> SimResult {
     let n = w.ios.len();
-    let after_q = csr(
-        n,
-        w.ios
-            .iter()
-            .enumerate()
-            .filter_map(|(j, io)| match io.trigger {
-                Trigger::AfterQueue { io, .. } => Some((io, j as u32)),
-                _ => None,
-            }),
-    );
-    let after_c = csr(
-        n,
-        w.ios
-            .iter()
-            .enumerate()
-            .filter_map(|(j, io)| match io.trigger {
-                Trigger::AfterCompletion { io, .. } => Some((io, j as u32)),
-                _ => None,
-            }),
-    );
+    let BioIndex {
+        after_q,
+        after_c,
+        sibling,
+        open,
+        next_of,
+        first_of,
+        prompt,
+        last_c,
+    } = BioIndex::new(w);
     let mut sched = sched;
     // Without events nobody reads the decisions either.
     sched.keep_decisions(cfg.emit);
-    let prompt = exits_promptly(w);
     let mut sim = Sim {
         w,
         dev,
         cfg,
         sched,
-        heap: BinaryHeap::with_capacity(1024),
-        seq: 0,
+        agenda: Agenda::new(),
+        timer_delays: Vec::with_capacity(TIMER_LANES),
         now: 0,
         rqs: Vec::with_capacity(n),
         next_in_rq: vec![u32::MAX; n],
         after_q,
         after_c,
+        sibling,
         plugs: vec![Vec::new(); w.streams.len()],
         remaining: w.streams.iter().map(|s| s.ios).collect(),
-        last_io_at: last_io_at_given(w, w.start_ns, &prompt),
+        last_io_at: last_io_at_given(w, w.start_ns, &last_c, &prompt),
         exits_promptly: prompt,
         by_end: FxHashMap::default(),
         by_start: FxHashMap::default(),
@@ -433,6 +471,7 @@ pub fn run(
         blocked: vec![Default::default(); w.streams.len()],
         blocked_seq: 0,
         asleep: 0,
+        sleepers: Vec::new(),
         wake_order: BinaryHeap::new(),
         blocked_of: vec![0; w.streams.len()],
         wbt_asleep: Default::default(),
@@ -453,12 +492,21 @@ pub fn run(
             .collect(),
         in_flight: vec![0; w.streams.len()],
         held: vec![Default::default(); w.streams.len()],
-        expected: vec![u32::MAX; w.streams.len()],
+        expected: first_of,
         early: vec![BinaryHeap::new(); w.streams.len()],
-        next_of: vec![u32::MAX; n],
+        next_of,
         events: Vec::with_capacity(if cfg.emit { n * 6 } else { 0 }),
-        completion: vec![0; n],
-        queued: vec![0; n],
+        // Per-bio times for the result, and Q times for wbt's waits: a run without events
+        // (speed measurements) has no use for them, and its time went into their pages.
+        completion: vec![0; if cfg.emit { n } else { 0 }],
+        queued: vec![
+            0;
+            if cfg.emit || cfg.wbt_limit.is_some() {
+                n
+            } else {
+                0
+            }
+        ],
         template: Event {
             ts_ns: 0,
             kind: EventKind::Queue,
@@ -479,38 +527,19 @@ pub fn run(
             aux: 0,
         },
     };
-    for (i, io) in w.ios.iter().enumerate().rev() {
-        let s = io.stream as usize;
-        sim.next_of[i] = sim.expected[s];
-        sim.expected[s] = i as u32;
-    }
-    // Open-loop bios come from a sorted list, not the heap: a writeback stream can hold
-    // most of a trace's bios, and the heap stays as small as what is in flight.
-    let mut open: Vec<(u64, u32)> = w
-        .ios
-        .iter()
-        .enumerate()
-        .filter_map(|(i, io)| match io.trigger {
-            Trigger::At(t) => Some((t, i as u32)),
-            _ => None,
-        })
-        .collect();
+    // Open-loop bios come from a sorted list, not the agenda: a writeback stream can hold
+    // most of a trace's bios, and the agenda stays as small as what is in flight.
+    let mut open = open;
     open.sort_unstable();
     let mut open = open.into_iter().peekable();
     let mut stalled_reruns = 0u32;
     loop {
-        let from_open = match (open.peek(), sim.heap.peek()) {
-            (Some((t, _)), Some(Due { t: h, .. })) => t <= h,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
-        };
-        let (t, ev) = if from_open {
-            let (t, i) = open.next().expect("peeked");
-            (t, Ev::Arrive(i))
-        } else {
-            let Due { t, ev, .. } = sim.heap.pop().expect("peeked");
-            (t, ev)
+        let (t, ev) = match sim.agenda.pop_before(open.peek().map(|(t, _)| *t)) {
+            Some(due) => due,
+            None => match open.next() {
+                Some((t, i)) => (t, Ev::Arrive(i)),
+                None => break,
+            },
         };
         sim.now = t;
         match ev {
@@ -532,7 +561,7 @@ pub fn run(
                     // Nothing left to arrive or complete, and the scheduler still holds
                     // work it will not dispatch: a model bug; stop rather than spin.
                     stalled_reruns += 1;
-                    if stalled_reruns > 10_000 && sim.heap.is_empty() && open.peek().is_none() {
+                    if stalled_reruns > 10_000 && sim.agenda.is_empty() && open.peek().is_none() {
                         break;
                     }
                 } else {
@@ -557,13 +586,24 @@ pub fn run(
 }
 
 impl<'a> Sim<'a> {
+    /// `ev` is due at `t` (not before now).
     fn push(&mut self, t: u64, ev: Ev) {
-        self.seq += 1;
-        self.heap.push(Due {
-            t,
-            seq: self.seq,
-            ev,
-        });
+        let lane = match ev {
+            Ev::Arrive(_) => None,
+            Ev::Complete(_) => Some(COMPLETION_LANE),
+            Ev::Timer => {
+                let delay = t.saturating_sub(self.now);
+                match self.timer_delays.iter().position(|d| *d == delay) {
+                    Some(k) => Some(1 + k),
+                    None if self.timer_delays.len() < TIMER_LANES => {
+                        self.timer_delays.push(delay);
+                        Some(self.timer_delays.len())
+                    }
+                    None => None,
+                }
+            }
+        };
+        self.agenda.push(t, ev, lane);
     }
 
     fn emit(&mut self, kind: EventKind, f: impl FnOnce(&mut Event)) {
@@ -646,6 +686,13 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// Bio `i` is queued (Q) now, for the result and wbt's waits (kept only for them).
+    fn stamp_queued(&mut self, i: u32) {
+        if let Some(q) = self.queued.get_mut(i as usize) {
+            *q = self.now;
+        }
+    }
+
     /// Bio `i`'s turn has come: it is queued once its process has room in its window.
     fn admit(&mut self, i: u32) {
         let io = self.w.ios[i as usize];
@@ -676,7 +723,7 @@ impl<'a> Sim<'a> {
             }
             return;
         }
-        self.queued[i as usize] = self.now;
+        self.stamp_queued(i);
         self.emit_bio(EventKind::Queue, i);
         let data = io.sectors > 0 && !matches!(io.op, Op::Flush);
         if !data || !self.try_merge(i) {
@@ -719,8 +766,10 @@ impl<'a> Sim<'a> {
     /// process issues next; true when that follows at once (the plug batch goes on).
     fn submitted(&mut self, i: u32) -> bool {
         let mut batch_continues = false;
-        for k in slice(&self.after_q, i) {
-            let j = self.after_q.1[k];
+        let mut next = self.after_q[i as usize];
+        while let Some(entry) = next {
+            let j = bio_of(entry);
+            next = self.sibling[j as usize];
             if let Trigger::AfterQueue { delay, .. } = self.w.ios[j as usize].trigger {
                 batch_continues |= delay <= PLUG_NS;
                 self.push(self.now + delay, Ev::Arrive(j));
@@ -732,6 +781,9 @@ impl<'a> Sim<'a> {
     fn block(&mut self, i: u32, queued: bool, depth: Option<TagDepth>) {
         let s = self.w.ios[i as usize].stream as usize;
         self.blocked_of[s] += 1;
+        if self.blocked[s].is_empty() {
+            self.sleepers.push(s);
+        }
         self.blocked[s].push_back(Asleep {
             bio: i,
             queued,
@@ -757,10 +809,9 @@ impl<'a> Sim<'a> {
         let mut next = std::mem::take(&mut self.wake_order);
         next.clear();
         next.extend(
-            self.blocked
+            self.sleepers
                 .iter()
-                .enumerate()
-                .filter_map(|(s, q)| q.front().map(|a| Reverse((a.seq, s)))),
+                .map(|&s| Reverse((self.blocked[s][0].seq, s))),
         );
         while let Some(Reverse((_, s))) = next.pop() {
             let Asleep {
@@ -772,7 +823,7 @@ impl<'a> Sim<'a> {
             let io = self.w.ios[i as usize];
             if !queued {
                 // Its process, awake, submits it now.
-                self.queued[i as usize] = self.now;
+                self.stamp_queued(i);
                 self.emit_bio(EventKind::Queue, i);
                 self.blocked[s][0].queued = true;
             }
@@ -803,8 +854,13 @@ impl<'a> Sim<'a> {
             self.blocked[s].pop_front();
             self.asleep -= 1;
             self.blocked_of[s] -= 1;
-            if let Some(a) = self.blocked[s].front() {
-                next.push(Reverse((a.seq, s)));
+            match self.blocked[s].front() {
+                Some(a) => next.push(Reverse((a.seq, s))),
+                None => {
+                    let at = self.sleepers.iter().position(|&o| o == s);
+                    self.sleepers
+                        .swap_remove(at.expect("a stream with sleepers is listed"));
+                }
             }
             self.submitted(i);
         }
@@ -836,7 +892,7 @@ impl<'a> Sim<'a> {
             let io = self.w.ios[i as usize];
             let s = io.stream as usize;
             if !queued {
-                self.queued[i as usize] = self.now;
+                self.stamp_queued(i);
                 self.emit_bio(EventKind::Queue, i);
                 if let Some(front) = self.wbt_asleep.front_mut() {
                     front.1 = true;
@@ -1054,8 +1110,8 @@ impl<'a> Sim<'a> {
     }
 
     fn flush_plug(&mut self, s: usize) {
-        let plug = std::mem::take(&mut self.plugs[s]);
-        for r in plug {
+        let mut plug = std::mem::take(&mut self.plugs[s]);
+        for &r in &plug {
             let rq = &mut self.rqs[r as usize];
             rq.state = RqState::Queued;
             rq.inserted = self.now;
@@ -1084,6 +1140,12 @@ impl<'a> Sim<'a> {
             let parts = parts!(self);
             let ctx = parts.ctx(&self.rqs);
             self.sched.insert(&ctx, r);
+        }
+        // The plug goes back with its capacity: taking a fresh one made every request's
+        // first push an allocation.
+        if self.plugs[s].is_empty() {
+            plug.clear();
+            self.plugs[s] = plug;
         }
     }
 
@@ -1203,7 +1265,9 @@ impl<'a> Sim<'a> {
         let mut b = head;
         let mut released = Vec::new();
         while b != u32::MAX {
-            self.completion[b as usize] = self.now;
+            if let Some(c) = self.completion.get_mut(b as usize) {
+                *c = self.now;
+            }
             let s = self.w.ios[b as usize].stream as usize;
             self.in_flight[s] -= 1;
             if self.exits_promptly(s) {
@@ -1212,8 +1276,10 @@ impl<'a> Sim<'a> {
             if let Some(j) = self.held[s].pop_front() {
                 released.push(j);
             }
-            for k in slice(&self.after_c, b) {
-                let j = self.after_c.1[k];
+            let mut next = self.after_c[b as usize];
+            while let Some(entry) = next {
+                let j = bio_of(entry);
+                next = self.sibling[j as usize];
                 if let Trigger::AfterCompletion { delay, .. } = self.w.ios[j as usize].trigger {
                     let sj = self.w.ios[j as usize].stream as usize;
                     if self.exits_promptly(sj) && self.ended_at(sj, self.now + delay) {

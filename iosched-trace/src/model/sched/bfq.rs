@@ -165,6 +165,10 @@ struct Queue {
     fifo_checked: bool,
     last_pos: u64,
     seek_hist: u32,
+    /// Over 19 of the last 32 requests seeky (`BFQQ_SEEKY`), kept with `seek_hist`
+    /// ([`Queue::push_seek`]): asked at every dispatch and idling decision, and a count of
+    /// bits is a dozen instructions without the popcount one.
+    seeky: bool,
     ttime_samples: u64,
     ttime_total: u64,
     ttime_mean: u64,
@@ -259,7 +263,15 @@ impl Queue {
         self.orig_weight * f64::from(self.wr_coeff)
     }
     fn seeky(&self) -> bool {
-        self.seek_hist.count_ones() > 19
+        self.seeky
+    }
+    /// Shifts a request's seekiness into the history; [`Queue::seeky`] follows.
+    fn push_seek(&mut self, seeky: bool) {
+        self.seek_hist = (self.seek_hist << 1) | u32::from(seeky);
+        self.seeky = Self::seeky_history(self.seek_hist);
+    }
+    fn seeky_history(seek_hist: u32) -> bool {
+        seek_hist.count_ones() > 19
     }
 }
 
@@ -334,6 +346,10 @@ pub struct Bfq {
     stable_scheduled: Vec<bool>,
     /// Sort key (sector) of each request held, `u64::MAX` once dispatched.
     rq_pos: Vec<u64>,
+    /// The request [`Bfq::select_queue`] found next in the queue it returned, when asking
+    /// [`Bfq::next_rq`] again gives it again (taken by the dispatch that follows: a second
+    /// search of the queue's sector tree was a twentieth of a BFQ replay).
+    picked: Option<(usize, RqId)>,
 }
 
 impl Bfq {
@@ -416,6 +432,7 @@ impl Bfq {
             merges_imposed: false,
             stable_scheduled: Vec::new(),
             rq_pos: Vec::new(),
+            picked: None,
         })
     }
 
@@ -682,6 +699,7 @@ impl Bfq {
             // "first request is almost certainly seeky" (`bfq_init_bfqq`): the history
             // starts with one seeky request, so a queue is seeky one request sooner.
             seek_hist: 1,
+            seeky: Queue::seeky_history(1),
             ttime_samples: 0,
             ttime_total: 0,
             ttime_mean: 0,
@@ -1100,9 +1118,15 @@ impl Bfq {
     fn wf2q_choice(&mut self, ctx: &Ctx) -> Option<usize> {
         // A queue holding requests is busy; bookkeeping that left one idle would strand
         // its requests for ever.
-        let stranded: Vec<usize> = (0..self.queues.len())
-            .filter(|&q| !self.queues[q].busy && self.queues[q].queued() > 0)
-            .collect();
+        let is_stranded = |q: &Queue| !q.busy && q.queued() > 0;
+        // Looked for at every pick, found hardly ever: no list built unless there is one.
+        let stranded: Vec<usize> = if self.queues.iter().any(is_stranded) {
+            (0..self.queues.len())
+                .filter(|&q| is_stranded(&self.queues[q]))
+                .collect()
+        } else {
+            Vec::new()
+        };
         for q in stranded {
             let first = self.queues[q].sorted.iter().next().map(|(_, r)| *r);
             let sectors = first.map_or(8, |r| ctx.rqs[r as usize].sectors);
@@ -1173,6 +1197,13 @@ impl Bfq {
     }
 
     fn next_rq(&mut self, ctx: &Ctx, q: usize) -> Option<RqId> {
+        self.next_rq_sorted(ctx, q).map(|(rq, _)| rq)
+    }
+
+    /// [`Bfq::next_rq`], and whether it is the first in sector order from the last position
+    /// (not the FIFO's expired head): the FIFO is looked at once per service period, so
+    /// until the queue changes every later call gives that one again.
+    fn next_rq_sorted(&mut self, ctx: &Ctx, q: usize) -> Option<(RqId, bool)> {
         let expire = self.fifo_expire[usize::from(self.queues[q].sync)];
         let qq = &mut self.queues[q];
         if let Some(f) = expired_fifo_head(
@@ -1182,13 +1213,13 @@ impl Bfq {
             ctx,
             expire,
         ) {
-            return Some(f);
+            return Some((f, false));
         }
         qq.sorted
             .range((qq.last_pos, 0)..)
             .next()
             .or_else(|| qq.sorted.iter().next())
-            .map(|(_, r)| *r)
+            .map(|(_, r)| (*r, true))
     }
 
     fn injection(&mut self, ctx: &Ctx, q: usize) -> Option<(usize, InjectWhy)> {
@@ -1232,6 +1263,7 @@ impl Bfq {
     }
 
     fn select_queue(&mut self, ctx: &Ctx) -> Option<usize> {
+        self.picked = None;
         for _ in 0..(self.queues.len() * 4 + 8) {
             let q = match self.in_service {
                 Some(q) => q,
@@ -1248,11 +1280,12 @@ impl Bfq {
                 self.expire(ctx, q, ExpireReason::BudgetTimeout);
                 continue;
             }
-            if let Some(next) = self.next_rq(ctx, q) {
+            if let Some((next, sorted)) = self.next_rq_sorted(ctx, q) {
                 if self.charge(q, ctx.rqs[next as usize].sectors) > left {
                     self.expire(ctx, q, ExpireReason::BudgetExhausted);
                     continue;
                 }
+                self.picked = sorted.then_some((q, next));
                 if self.wait_request {
                     // A small request arrived while idling did not end the idling
                     // (`bfq_rq_enqueued` leaves the timer armed, hoping for merges), but
@@ -1509,11 +1542,12 @@ impl Bfq {
     /// only) with service; a soft real-time period that ends within the interactive one
     /// it interrupted goes back to it (`switch_back_to_interactive_wr`).
     fn end_raising_if_due(&mut self, q: usize, now: u64) {
-        let wr_duration = self.wr_duration();
-        let qq = &mut self.queues[q];
-        if qq.wr_coeff == 1 {
+        // At every dispatch: most queues are not raised, and the duration takes a division.
+        if self.queues[q].wr_coeff == 1 {
             return;
         }
+        let wr_duration = self.wr_duration();
+        let qq = &mut self.queues[q];
         let raised = qq.weight();
         let soft_rt = qq.wr_dur == WR_RT_MAX_TIME_NS;
         let mut end = qq.in_large_burst;
@@ -2174,7 +2208,7 @@ impl Scheduler for Bfq {
                 }
             }
             let seeky = sector.abs_diff(qq.last_pos) > SEEK_THR && (rotational || sectors < 64);
-            qq.seek_hist = (qq.seek_hist << 1) | u32::from(seeky);
+            qq.push_seek(seeky);
             qq.first_ttime_sample_wraps = false;
         }
         if was_empty && self.queues[q].dispatched == 0 {
@@ -2251,7 +2285,10 @@ impl Scheduler for Bfq {
         }
         self.sample_hw_tag(ctx);
         let q = self.select_queue(ctx)?;
-        let rq = self.next_rq(ctx, q)?;
+        let rq = match self.picked.take() {
+            Some((picked_q, rq)) if picked_q == q => rq,
+            _ => self.next_rq(ctx, q)?,
+        };
         self.serve(ctx, q, rq);
         Some(rq)
     }

@@ -209,9 +209,38 @@ struct Group {
     /// (kept as queues join and leave the tree: counted per slice, they cost a scan).
     busy_by_rt: [u32; 2],
     busy_sync_non_idle: u32,
-    /// Its queues on the tree with requests, by (class, rb_key, queue): the next queue to
-    /// serve is the first of the group chosen (see `pick_next`).
-    ready: Vec<(u8, i64, usize)>,
+    /// Its queues on the tree with requests, by (class, rb_key, queue) ([`ReadyKey`]): the
+    /// next queue to serve is the first of the group chosen (see `pick_next`).
+    ready: Vec<ReadyKey>,
+}
+
+/// `(class, rb_key, queue)` as one number ordered as the tuple: the `ready` lists are
+/// searched at every insertion and dispatch, and one wide comparison is several times
+/// cheaper than the tuple's three (`relist` was a tenth of a CFQ replay).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ReadyKey(u128);
+
+impl ReadyKey {
+    /// Bits of the queue index, below the class's 8 and the key's 64.
+    const QUEUE_BITS: u32 = 56;
+
+    fn new(class: u8, rb_key: i64, q: usize) -> ReadyKey {
+        assert!(
+            (q as u128) < 1 << Self::QUEUE_BITS,
+            "queue {q} beyond the ready key"
+        );
+        // The sign bit flipped: i64 order as u64 order.
+        let key = (rb_key as u64) ^ (1 << 63);
+        ReadyKey(
+            (u128::from(class) << (64 + Self::QUEUE_BITS))
+                | (u128::from(key) << Self::QUEUE_BITS)
+                | q as u128,
+        )
+    }
+
+    fn queue(self) -> usize {
+        (self.0 & ((1 << Self::QUEUE_BITS) - 1)) as usize
+    }
 }
 
 pub struct Cfq {
@@ -771,15 +800,16 @@ impl Cfq {
         let ready = &mut self.groups[qq.group].ready;
         if let Some((class, key)) = qq.listed {
             let at = ready
-                .binary_search(&(class, key, q))
+                .binary_search(&ReadyKey::new(class, key, q))
                 .expect("a listed queue is in its group's list");
             ready.remove(at);
         }
         if let Some((class, key)) = want {
+            let entry = ReadyKey::new(class, key, q);
             let at = ready
-                .binary_search(&(class, key, q))
+                .binary_search(&entry)
                 .expect_err("an unlisted queue is not in its group's list");
-            ready.insert(at, (class, key, q));
+            ready.insert(at, entry);
         }
         self.queues[q].listed = want;
     }
@@ -850,7 +880,7 @@ impl Cfq {
             .filter(|(_, gg)| !gg.ready.is_empty())
             .map(|(g, gg)| (gg.vdisktime.wrapping_sub(min) as i64, g))
             .min()?;
-        let q = self.groups[g].ready[0].2;
+        let q = self.groups[g].ready[0].queue();
         // `update_min_vdisktime`: it only moves forward.
         let vt = self.groups[self.queues[q].group].vdisktime;
         if vt.wrapping_sub(min) as i64 > 0 {
