@@ -1196,14 +1196,9 @@ impl Bfq {
         self.queues[q].queued() == 0 && self.better_to_idle(ctx, q).is_some()
     }
 
+    /// `bfqq->next_rq`: the FIFO's head when it has expired, looked at once per service
+    /// period (`bfq_check_fifo`), else the first in sector order from the last position.
     fn next_rq(&mut self, ctx: &Ctx, q: usize) -> Option<RqId> {
-        self.next_rq_sorted(ctx, q).map(|(rq, _)| rq)
-    }
-
-    /// [`Bfq::next_rq`], and whether it is the first in sector order from the last position
-    /// (not the FIFO's expired head): the FIFO is looked at once per service period, so
-    /// until the queue changes every later call gives that one again.
-    fn next_rq_sorted(&mut self, ctx: &Ctx, q: usize) -> Option<(RqId, bool)> {
         let expire = self.fifo_expire[usize::from(self.queues[q].sync)];
         let qq = &mut self.queues[q];
         if let Some(f) = expired_fifo_head(
@@ -1213,13 +1208,13 @@ impl Bfq {
             ctx,
             expire,
         ) {
-            return Some((f, false));
+            return Some(f);
         }
         qq.sorted
             .range((qq.last_pos, 0)..)
             .next()
             .or_else(|| qq.sorted.iter().next())
-            .map(|(_, r)| (*r, true))
+            .map(|(_, r)| *r)
     }
 
     fn injection(&mut self, ctx: &Ctx, q: usize) -> Option<(usize, InjectWhy)> {
@@ -1280,12 +1275,16 @@ impl Bfq {
                 self.expire(ctx, q, ExpireReason::BudgetTimeout);
                 continue;
             }
-            if let Some((next, sorted)) = self.next_rq_sorted(ctx, q) {
+            if let Some(next) = self.next_rq(ctx, q) {
                 if self.charge(q, ctx.rqs[next as usize].sectors) > left {
                     self.expire(ctx, q, ExpireReason::BudgetExhausted);
                     continue;
                 }
-                self.picked = sorted.then_some((q, next));
+                // What is dispatched: the request checked here, as the kernel dispatches
+                // `bfqq->next_rq`, the one its budget was checked against. The FIFO is looked
+                // at once per service period, so a second look would not find an expired
+                // head again and would serve the sector-order one instead.
+                self.picked = Some((q, next));
                 if self.wait_request {
                     // A small request arrived while idling did not end the idling
                     // (`bfq_rq_enqueued` leaves the timer armed, hoping for merges), but
@@ -2669,6 +2668,29 @@ mod tests {
             })
             .collect();
         assert_eq!(reasons, [ExpireReason::BudgetTimeout]);
+    }
+
+    /// `bfq_check_fifo`: a queue put in service after its oldest request waited longer than
+    /// fifo_expire_sync (125 ms) serves that one first, not the first in sector order, and
+    /// what select_queue checked the budget against is what it dispatches.
+    #[test]
+    fn an_expired_fifo_head_is_served_first() {
+        // The older request is far out; the younger one is where the queue's last request
+        // ended.
+        let rqs = [rq(0, 1 << 20, 0), rq(0, 0, 0)];
+        let rem = [2u32, 0];
+        let first_at = |now: u64| {
+            let mut b = Bfq::new(&Settings::default(), &env()).unwrap();
+            b.insert(&ctx(0, &rqs, &rem), 0);
+            b.insert(&ctx(0, &rqs, &rem), 1);
+            b.queues[0].last_pos = 0;
+            let first = b.dispatch(&ctx(now, &rqs, &rem));
+            (first, b.dispatch(&ctx(now, &rqs, &rem)))
+        };
+        // Before the expiry: sector order from the last position.
+        assert_eq!(first_at(100_000_000), (Some(1), Some(0)));
+        // After it: the FIFO's head, then (checked once per service period) sector order.
+        assert_eq!(first_at(200_000_000), (Some(0), Some(1)));
     }
 
     /// `bfq_asymmetric_scenario`: no idling for the queue of the smallest weight.
