@@ -96,6 +96,88 @@ pub trait TraceSource {
     }
 }
 
+/// The events of `inner` from `from_ns` to `to_ns` (inclusive, the events' own clock), and
+/// everything else of it (processes, notes, counters) as it is: an analysis of the span of a
+/// workload's I/O, without the timer notes a recording holds before its first request and
+/// after its last completion (which would stretch the window its throughput is taken over).
+pub struct Clipped<'a> {
+    inner: &'a mut dyn TraceSource,
+    from_ns: u64,
+    to_ns: u64,
+}
+
+impl<'a> Clipped<'a> {
+    pub fn new(inner: &'a mut dyn TraceSource, from_ns: u64, to_ns: u64) -> Self {
+        Clipped {
+            inner,
+            from_ns,
+            to_ns,
+        }
+    }
+
+    fn keeps(&self, ev: &Event) -> bool {
+        (self.from_ns..=self.to_ns).contains(&ev.ts_ns)
+    }
+}
+
+impl TraceSource for Clipped<'_> {
+    fn meta(&self) -> &TraceMeta {
+        self.inner.meta()
+    }
+    fn next_event(&mut self) -> Option<Result<Event, InputError>> {
+        loop {
+            match self.inner.next_event()? {
+                Ok(ev) if !self.keeps(&ev) => continue,
+                other => return Some(other),
+            }
+        }
+    }
+    /// Up to `max` kept events; fewer only at the end of `inner` (a batch the clip thinned is
+    /// topped up, as callers take a short batch for the end).
+    fn next_batch(&mut self, out: &mut Vec<Event>, max: usize) -> Result<(), InputError> {
+        let target = out.len() + max;
+        while out.len() < target {
+            let (before, want) = (out.len(), target - out.len());
+            self.inner.next_batch(out, want)?;
+            let got = out.len() - before;
+            let (from, to) = (self.from_ns, self.to_ns);
+            let mut i = 0;
+            out.retain(|ev| {
+                i += 1;
+                i <= before || (from..=to).contains(&ev.ts_ns)
+            });
+            if got < want {
+                break;
+            }
+        }
+        Ok(())
+    }
+    fn processes(&self) -> &BTreeMap<u32, ProcessInfo> {
+        self.inner.processes()
+    }
+    fn notes(&self) -> &[Note] {
+        self.inner.notes()
+    }
+    fn lost(&self) -> Option<u64> {
+        self.inner.lost()
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.inner.warnings()
+    }
+    fn header(&self) -> Option<&Header> {
+        self.inner.header()
+    }
+    fn stats(&self) -> Option<&Stats> {
+        self.inner.stats()
+    }
+    fn footer(&self) -> Option<&Footer> {
+        self.inner.footer()
+    }
+    fn events_missing(&self) -> u64 {
+        self.inner.events_missing()
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     #[error(transparent)]

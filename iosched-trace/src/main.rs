@@ -110,8 +110,7 @@ fn replayer_for(
     let mut r = model::replay::Replayer::from_source(source.as_mut(), device, profile)?;
     r.load_recorded_requests(input::open(file)?.as_mut())?;
     let mut again = input::open(file)?;
-    let (recorded, report) =
-        model::replay::recorded_summary(again.as_mut(), &r.workload.device.dev.to_string())?;
+    let (recorded, report) = model::replay::recorded_summary(again.as_mut(), &r.workload)?;
     Ok((r, recorded, report))
 }
 

@@ -192,8 +192,7 @@ fn explain_estimates_the_merges_a_recording_with_nomerges_2_missed() {
     assert!(gain > 0.3, "{gain}");
 
     let mut src = MemorySource::new(vec![info.clone()], events);
-    let (recorded, report) =
-        replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let (recorded, report) = replay::recorded_summary(&mut src, &r.workload).unwrap();
     let e = explain::explain(&r, &recorded, &report).unwrap();
     let f = e
         .findings
@@ -426,8 +425,7 @@ fn explain_gives_merges_conditionally_for_a_writer_held_back_by_tags() {
     assert!(extracted.streams[0].tag_bound());
     let r = Replayer::new(extracted, Some(disk()), vec![0, 1]).unwrap();
     let mut src = MemorySource::new(vec![info], events);
-    let (recorded, report) =
-        replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let (recorded, report) = replay::recorded_summary(&mut src, &r.workload).unwrap();
     let e = explain::explain(&r, &recorded, &report).unwrap();
     let f = e
         .findings

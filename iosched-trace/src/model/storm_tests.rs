@@ -102,8 +102,7 @@ fn recorded_as_bfq_and_explained(
         r.notes = notes(&r.workload);
     }
     let mut src = MemorySource::new(vec![info], events);
-    let (recorded, report) =
-        replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let (recorded, report) = replay::recorded_summary(&mut src, &r.workload).unwrap();
     let e = explain::explain(&r, &recorded, &report).unwrap();
     (r, e)
 }

@@ -1,7 +1,7 @@
 //! Scenarios with analytic answers, and extraction from synthetic traces.
 
 use crate::{
-    event::Op,
+    event::{Event, Op},
     input::MemorySource,
     model::{explain, workload},
 };
@@ -210,8 +210,7 @@ fn explain_finds_idling_on_a_dependency_in_a_recorded_cycle() {
     let fit = r.fit.as_ref().unwrap();
     assert!(fit.total_error_pct.abs() < 2.0, "{fit:?}");
     let mut src = MemorySource::new(vec![info], events);
-    let (recorded, report) =
-        super::replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let (recorded, report) = super::replay::recorded_summary(&mut src, &r.workload).unwrap();
     let as_recorded = r.run(&r.recorded_config().unwrap()).unwrap();
     let err = (as_recorded.summary.mb_per_s - recorded.mb_per_s).abs() / recorded.mb_per_s;
     assert!(
@@ -275,10 +274,55 @@ fn traced_and_explained_as(
     recorded_as(&mut extracted);
     let r = Replayer::new(extracted, None, vec![0, 1]).unwrap();
     let mut src = MemorySource::new(vec![info], events);
-    let (recorded, report) =
-        super::replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let (recorded, report) = super::replay::recorded_summary(&mut src, &r.workload).unwrap();
     let e = explain::explain(&r, &recorded, &report).unwrap();
     (r, e)
+}
+
+/// A recording's timer notes outside its I/O (wbt's, 200 ms before the first request; one
+/// 300 ms after the last completion) do not stretch the span its own numbers are taken over:
+/// the replay is measured from the first request to the last completion, and so is the
+/// recording, or a perfect model would miss its throughput by the notes' distance.
+#[test]
+fn the_recordings_numbers_span_its_io_not_its_notes() {
+    let dev = flat_disk(SVC, 100_000.0);
+    let mut w = empty_workload(vec![stream(10, "fio", 1)]);
+    w.device.rotational = Some(true);
+    let mut prev = None;
+    for k in 0..500u64 {
+        let t = prev.map_or(Trigger::At(0), |io| Trigger::AfterCompletion {
+            io,
+            delay: THINK,
+        });
+        prev = Some(push(&mut w, 0, k * 8, 8, Op::Read, true, t));
+    }
+    let events = super::scenarios::trace(&w, &dev, SchedKind::None, &Settings::default()).unwrap();
+    let note = |ts: u64| Event {
+        ts_ns: ts,
+        kind: crate::event::EventKind::WbtTimer,
+        rq: 0,
+        bio: 0,
+        ..events[0]
+    };
+    let (first, last) = (events[0].ts_ns, events[events.len() - 1].ts_ns);
+    let mut noted = vec![note(first - 200_000_000)];
+    noted.extend(events.iter().copied());
+    noted.push(note(last + 300_000_000));
+    let info = w.device.clone();
+    let summary = |events: Vec<Event>| {
+        let mut src = MemorySource::new(vec![info.clone()], events.clone());
+        let r =
+            Replayer::new(workload::extract(&mut src, None).unwrap(), None, vec![0, 1]).unwrap();
+        let mut src = MemorySource::new(vec![info.clone()], events);
+        super::replay::recorded_summary(&mut src, &r.workload)
+            .unwrap()
+            .0
+    };
+    let (plain, with_notes) = (summary(events.clone()), summary(noted));
+    assert_eq!(plain.requests, 500);
+    assert_eq!(with_notes.requests, 500);
+    assert_eq!(with_notes.duration_s, plain.duration_s);
+    assert_eq!(with_notes.mb_per_s, plain.mb_per_s);
 }
 
 /// A lone sequential reader under BFQ: BFQ idles after each of its requests for the next one,

@@ -89,8 +89,7 @@ fn explain_recording(
     let extracted = workload::extract(&mut src, None).unwrap();
     let r = Replayer::new(extracted.clone(), Some(dev), vec![0, 1]).unwrap();
     let mut src = MemorySource::new(vec![info.clone()], events);
-    let (recorded, report) =
-        replay::recorded_summary(&mut src, &r.workload.device.dev.to_string()).unwrap();
+    let (recorded, report) = replay::recorded_summary(&mut src, &r.workload).unwrap();
     let e = explain::explain(&r, &recorded, &report).unwrap();
     (extracted, e)
 }
