@@ -140,11 +140,10 @@ impl TraceSource for Clipped<'_> {
             let (before, want) = (out.len(), target - out.len());
             self.inner.next_batch(out, want)?;
             let got = out.len() - before;
-            let (from, to) = (self.from_ns, self.to_ns);
             let mut i = 0;
             out.retain(|ev| {
                 i += 1;
-                i <= before || (from..=to).contains(&ev.ts_ns)
+                i <= before || self.keeps(ev)
             });
             if got < want {
                 break;
