@@ -6,23 +6,14 @@
 
 use iosched_testbed::scenario::validate::{Agreement, AgreementRow, agreement_table};
 use iosched_trace::{
-    event::{Dev, Note},
+    event::Note,
     model::{
         bfqcheck::DecisionCheck,
         bfqlog::{self, DispatchPoint},
+        scenarios::sched_note as note,
         sched::{Decided, Decision, ExpireReason},
     },
 };
-
-fn note(ts_ns: u64, text: &str) -> Note {
-    Note {
-        ts_ns,
-        dev: Dev { major: 7, minor: 0 },
-        cpu: 0,
-        pid: 0,
-        text: text.into(),
-    }
-}
 
 fn expire(t: u64, reason: ExpireReason) -> Decided {
     Decided {

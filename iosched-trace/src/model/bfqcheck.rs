@@ -603,15 +603,7 @@ mod tests {
     use crate::model::sched::{SchedEnv, Settings};
     use crate::record::DeviceInfo;
 
-    fn note(ts_ns: u64, text: &str) -> Note {
-        Note {
-            ts_ns,
-            dev: Dev { major: 7, minor: 0 },
-            cpu: 0,
-            pid: 0,
-            text: text.into(),
-        }
-    }
+    use crate::model::scenarios::sched_note as note;
 
     fn workload(pid: u32) -> Workload {
         Workload {

@@ -512,18 +512,10 @@ pub fn compare(
 #[cfg(test)]
 mod point_tests {
     use super::*;
-    use crate::event::{Dev, Note};
+
     use crate::model::sched::{Decided, Decision};
 
-    fn note(ts_ns: u64, text: &str) -> Note {
-        Note {
-            ts_ns,
-            dev: Dev { major: 7, minor: 0 },
-            cpu: 0,
-            pid: 0,
-            text: text.into(),
-        }
-    }
+    use crate::model::scenarios::sched_note as note;
 
     fn expire(t: u64, stream: u32, reason: ExpireReason) -> Decided {
         Decided {

@@ -4,7 +4,7 @@
 //! Owns: synthetic workloads and their traces. Must not: read files.
 
 use crate::{
-    event::{Comm, Dev, Event, Op, ReqFlags},
+    event::{Comm, Dev, Event, Note, Op, ReqFlags},
     record::DeviceInfo,
 };
 
@@ -105,6 +105,18 @@ pub fn stream(pid: u32, comm: &str, cgroup: u64) -> Stream {
         span_ns: 0,
         ioprio: 0,
         until_ns: None,
+    }
+}
+
+/// A scheduler message (BFQ's log line `text`) on [`device`]'s loop0, as `record
+/// --sched-log` keeps it.
+pub fn sched_note(ts_ns: u64, text: impl Into<String>) -> Note {
+    Note {
+        ts_ns,
+        dev: Dev { major: 7, minor: 0 },
+        cpu: 0,
+        pid: 0,
+        text: text.into(),
     }
 }
 

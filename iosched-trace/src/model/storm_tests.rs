@@ -4,14 +4,14 @@
 //! shape, without a storm in the BFQ model's replay), with or without BFQ's log.
 
 use crate::{
-    event::{Dev, Note, Op},
+    event::{Note, Op},
     input::MemorySource,
     model::{explain, workload},
 };
 
 use super::{
     replay::{self, Replayer},
-    scenarios::{THINK_NS, empty, push, seek_disk, stream},
+    scenarios::{self, THINK_NS, empty, push, seek_disk, stream},
     sched::{SchedKind, Settings},
     storm,
     workload::{Trigger, Workload},
@@ -118,15 +118,14 @@ fn log_of_turns(w: &Workload, first: u32, each: u32) -> Vec<Note> {
     let mut order: Vec<usize> = (0..w.ios.len()).collect();
     order.sort_by_key(|&i| w.ios[i].rec_c);
     let pid = |s: u32| w.streams[s as usize].pid;
-    let note = |ts_ns: u64, s: u32, reason: u32| Note {
-        ts_ns,
-        dev: Dev { major: 7, minor: 0 },
-        cpu: 0,
-        pid: 0,
-        text: format!(
-            "bfq{}S expire ({reason}, slow 0, num_disp 1, short_ttime 1)",
-            pid(s)
-        ),
+    let note = |ts_ns: u64, s: u32, reason: u32| {
+        scenarios::sched_note(
+            ts_ns,
+            format!(
+                "bfq{}S expire ({reason}, slow 0, num_disp 1, short_ttime 1)",
+                pid(s)
+            ),
+        )
     };
     let mut notes = Vec::new();
     let mut last: Option<usize> = None;
