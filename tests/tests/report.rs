@@ -166,10 +166,19 @@ fn two_fio_jobs_are_attributed_separately() {
     };
     let (r, w) = (by_dir("read"), by_dir("write"));
     assert_ne!(r["pid"], w["pid"]);
-    assert_eq!(u(&r["requests"]), u(&reader["read"]["total_ios"]));
-    assert_eq!(u(&r["bytes"]), u(&reader["read"]["io_bytes"]));
-    assert_eq!(u(&w["requests"]), u(&writer["write"]["total_ios"]));
-    assert_eq!(u(&w["bytes"]), u(&writer["write"]["io_bytes"]));
+    // Exact against fio's counts, but for completions whose event never reached the recorder
+    // (~4 in 100k on this kernel, session 5): each must be one the report counts as untraced.
+    let missing = |ours: &Value, theirs: &Value, size: u64| {
+        let (n, fio_n) = (u(&ours["requests"]), u(&theirs["total_ios"]));
+        assert!(n <= fio_n, "{n} requests against fio's {fio_n}");
+        assert_eq!(
+            u(&ours["bytes"]) + (fio_n - n) * size,
+            u(&theirs["io_bytes"])
+        );
+        fio_n - n
+    };
+    let lost = missing(r, &reader["read"], 4096) + missing(w, &writer["write"], 8192);
+    assert_untraced_completions_explain(&report, lost);
     assert_eq!(u(&r["write"]["requests"]), 0);
     assert_eq!(u(&w["read"]["requests"]), 0);
 }
