@@ -14,6 +14,8 @@
 //! before, or while its last bio was in flight at, the same whole number of seconds after
 //! its first I/O; `continue=1` continues the
 //! regular processes to the recorded duration whatever the evidence; `continue=0` never.
+//! A process of a continued job with too few bios for a pattern of its own (one the
+//! scheduler starved) goes on with its job when its bios follow the job's pattern.
 //!
 //! Owns: detecting time-bounded regular streams, generating their continuation. Must not:
 //! simulate (the simulator stops each continued process at its [`Stream::until_ns`]).
@@ -21,6 +23,8 @@
 //! [`Stream::until_ns`]: super::workload::Stream::until_ns
 
 use serde::Serialize;
+
+use crate::event::Op;
 
 use super::{
     device::DeviceModel,
@@ -33,6 +37,10 @@ pub const KEY: &str = "continue";
 
 /// A process needs this many bios for its pattern to say anything.
 pub const MIN_IOS: usize = 8;
+/// A process with fewer bios than [`MIN_IOS`], but at least this many, is continued as its
+/// job's sibling ([`sibling`]): one bio says nothing about whether it followed its job's
+/// pattern.
+pub const MIN_SIBLING_IOS: usize = 2;
 /// Share of a regular process's bios of its most common size, and of its bios that continue
 /// the previous one (sequential) or do not (random).
 pub const REGULAR_SHARE: f64 = 0.9;
@@ -112,6 +120,8 @@ pub struct Plan {
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Regular {
     pattern: Pattern,
+    op: Op,
+    sync: bool,
     sectors: u32,
     delay_ns: u64,
     windowed: bool,
@@ -173,7 +183,22 @@ fn regular(w: &Workload, s: u32, ios: &[u32]) -> Result<Regular, &'static str> {
     } else {
         return Err("neither sequential nor random");
     };
-    let mut delays: Vec<u64> = ios
+    Ok(timed(w, ios, pattern, sectors, windowed, 0))
+}
+
+/// A process's [`Regular`] from its bios `ios` (at least two) and its pattern: its think
+/// time (the median of its own delays, else `default_delay`), plugging and times.
+fn timed(
+    w: &Workload,
+    ios: &[u32],
+    pattern: Pattern,
+    sectors: u32,
+    windowed: bool,
+    default_delay: u64,
+) -> Regular {
+    let io = |i: &u32| &w.ios[*i as usize];
+    let first = io(&ios[0]);
+    let delays = ios
         .iter()
         .filter_map(|i| match io(i).trigger {
             Trigger::AfterCompletion { delay, .. } => Some(delay),
@@ -181,17 +206,17 @@ fn regular(w: &Workload, s: u32, ios: &[u32]) -> Result<Regular, &'static str> {
             _ => None,
         })
         .collect();
-    delays.sort_unstable();
-    let mut gaps: Vec<u64> = ios
+    let gaps = ios
         .windows(2)
         .map(|p| io(&p[1]).rec_q.saturating_sub(io(&p[0]).rec_q))
         .collect();
-    gaps.sort_unstable();
     let plug_ends = ios.iter().filter(|i| io(i).plug_end).count();
-    Ok(Regular {
+    Regular {
         pattern,
+        op: first.op,
+        sync: first.sync,
         sectors,
-        delay_ns: delays.get(delays.len() / 2).copied().unwrap_or(0),
+        delay_ns: median(delays).unwrap_or(default_delay),
         windowed,
         plug_end: 2 * plug_ends >= ios.len(),
         first_q: first.rec_q.saturating_sub(w.start_ns),
@@ -204,8 +229,14 @@ fn regular(w: &Workload, s: u32, ios: &[u32]) -> Result<Regular, &'static str> {
             .max()
             .unwrap_or(0)
             .saturating_sub(w.start_ns),
-        period: gaps[gaps.len() / 2],
-    })
+        period: median(gaps).unwrap_or(0),
+    }
+}
+
+/// The median (the upper one of an even count), `None` of nothing.
+fn median(mut v: Vec<u64>) -> Option<u64> {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied()
 }
 
 /// The most common value of a sorted slice, and how often it occurs.
@@ -233,20 +264,108 @@ fn mode_of(sorted: &[u32]) -> (u32, usize) {
 /// alone says little, its last completion bounds the deadline.
 fn whole_seconds(ran: &[Regular]) -> Option<u64> {
     const S: u64 = 1_000_000_000;
-    let lo = ran
-        .iter()
-        .map(|r| (r.last_q - r.first_q).saturating_sub(DEADLINE_SLACK_NS))
-        .max()?;
-    let hi = ran
-        .iter()
-        .map(|r| {
-            let by_period = r.last_q - r.first_q + 2 * r.period;
-            let by_completion = r.last_c.saturating_sub(r.first_q);
-            by_period.max(by_completion) + DEADLINE_SLACK_NS
-        })
-        .min()?;
+    let lo = ran.iter().map(Regular::earliest_runtime).max()?;
+    let hi = ran.iter().map(Regular::latest_runtime).min()?;
     let secs = lo.div_ceil(S).max(1);
     (secs * S <= hi).then_some(secs * S)
+}
+
+impl Regular {
+    /// The shortest runtime its job can have had: it issued its last bio before its deadline.
+    fn earliest_runtime(&self) -> u64 {
+        (self.last_q - self.first_q).saturating_sub(DEADLINE_SLACK_NS)
+    }
+
+    /// The longest: it would have issued again within two periods, or it stopped when its
+    /// last bio came back ([`whole_seconds`]).
+    fn latest_runtime(&self) -> u64 {
+        let by_period = self.last_q - self.first_q + 2 * self.period;
+        let by_completion = self.last_c.saturating_sub(self.first_q);
+        by_period.max(by_completion) + DEADLINE_SLACK_NS
+    }
+
+    /// It ran until `last_q` of the workload (its last bio queued, or back, in its last
+    /// tenth).
+    fn ran_to(&self, last_q: u64) -> bool {
+        self.last_q.max(self.last_c) as f64 >= RAN_TO_END_SHARE * last_q as f64
+    }
+}
+
+/// The pattern of stream `s`, too thin for [`regular`] (fewer than [`MIN_IOS`] bios), taken
+/// from its job: the regular processes of its name, operation and size. Under BFQ, 32
+/// sequential readers of one fio job were served so unevenly that the last few did 4 to 7
+/// bios in 4 s where the first did 35; left out, the replay served each its few bios early
+/// and ran the rest of the time with five readers fewer. `None` unless its job agrees on one
+/// pattern and the thin stream's own bios follow it (every pair contiguous for sequential
+/// readers, none for random ones). A random one spans the job's median span, around its own
+/// bios; its think time is its own, else the job's.
+fn sibling(w: &Workload, s: u32, ios: &[u32], job: &[(u32, Regular)]) -> Option<Regular> {
+    let st = &w.streams[s as usize];
+    if ios.len() < MIN_SIBLING_IOS || !st.depends_on.is_empty() {
+        return None;
+    }
+    let windowed = match st.kind {
+        StreamKind::ClosedLoop => false,
+        StreamKind::Windowed => true,
+        StreamKind::OpenLoop => return None,
+    };
+    let io = |i: &u32| &w.ios[*i as usize];
+    let first = io(&ios[0]);
+    let kin: Vec<&Regular> = job
+        .iter()
+        .filter(|(k, r)| {
+            w.streams[*k as usize].comm == st.comm
+                && r.op == first.op
+                && r.sync == first.sync
+                && r.sectors == first.sectors
+                && r.windowed == windowed
+        })
+        .map(|(_, r)| r)
+        .collect();
+    let sequential = kin.iter().all(|r| r.pattern == Pattern::Sequential);
+    let random = kin
+        .iter()
+        .all(|r| matches!(r.pattern, Pattern::Random { .. }));
+    if kin.is_empty() || !(sequential || random) {
+        return None;
+    }
+    if ios
+        .iter()
+        .any(|i| io(i).op != first.op || io(i).sync != first.sync || io(i).sectors != first.sectors)
+    {
+        return None;
+    }
+    let contiguous = |p: &[u32]| io(&p[1]).sector == io(&p[0]).sector + u64::from(first.sectors);
+    let pattern = if sequential {
+        if !ios.windows(2).all(contiguous) {
+            return None;
+        }
+        Pattern::Sequential
+    } else {
+        if ios.windows(2).any(contiguous) {
+            return None;
+        }
+        let span = median(
+            kin.iter()
+                .filter_map(|r| match r.pattern {
+                    Pattern::Random { lo, hi } => Some(hi - lo),
+                    Pattern::Sequential => None,
+                })
+                .collect(),
+        )?;
+        let own_lo = ios.iter().map(|i| io(i).sector).min()?;
+        let own_hi = ios.iter().map(|i| io(i).sector).max()? + u64::from(first.sectors);
+        // Centred on its own bios, aligned to them, never narrower than they are.
+        let step = u64::from(first.sectors);
+        let mid = own_lo / 2 + own_hi / 2;
+        let lo = own_lo - (own_lo - mid.saturating_sub(span / 2).min(own_lo)) / step * step;
+        Pattern::Random {
+            lo,
+            hi: (lo + span).max(own_hi),
+        }
+    };
+    let job_delay = median(kin.iter().map(|r| r.delay_ns).collect()).unwrap_or(0);
+    Some(timed(w, ios, pattern, first.sectors, windowed, job_delay))
 }
 
 /// Bio indices of each stream, in order.
@@ -277,18 +396,33 @@ pub fn plan(w: &Workload, mode: Mode) -> Option<Plan> {
     let ran_to_end: Vec<(u32, Regular)> = regulars
         .iter()
         .copied()
-        .filter(|(_, r)| r.last_q.max(r.last_c) as f64 >= RAN_TO_END_SHARE * last_q as f64)
+        .filter(|(_, r)| r.ran_to(last_q))
         .collect();
     let runtime = {
         let rs: Vec<Regular> = ran_to_end.iter().map(|(_, r)| *r).collect();
         whole_seconds(&rs)
     };
-    let (chosen, runtime_ns, time_bounded) = match (mode, runtime) {
+    let (mut chosen, runtime_ns, time_bounded) = match (mode, runtime) {
         (Mode::Auto, Some(t)) => (ran_to_end, t, true),
-        (Mode::On, Some(t)) => (regulars, t, true),
-        (Mode::On, None) => (regulars, last_q, false),
+        (Mode::On, Some(t)) => (regulars.clone(), t, true),
+        (Mode::On, None) => (regulars.clone(), last_q, false),
         _ => return None,
     };
+    // The thin processes of a continued job: those that ran to its end, and, when it was
+    // time-bounded, within the same deadline.
+    let siblings: Vec<(u32, Regular)> = lists
+        .iter()
+        .enumerate()
+        .filter(|(_, ios)| ios.len() < MIN_IOS)
+        .filter_map(|(s, ios)| Some((s as u32, sibling(w, s as u32, ios, &chosen)?)))
+        .filter(|(_, r)| {
+            r.ran_to(last_q)
+                && (!time_bounded
+                    || (r.earliest_runtime()..=r.latest_runtime()).contains(&runtime_ns))
+        })
+        .collect();
+    chosen.extend(siblings);
+    chosen.sort_unstable_by_key(|(s, _)| *s);
     if chosen.is_empty() {
         return None;
     }
@@ -538,6 +672,141 @@ mod tests {
         early.ios[last_b].rec_c = early.ios[last_b].rec_q + 2 * SEEK_NS;
         let p = plan(&early, Mode::Auto).expect("reader A alone is time-bounded");
         assert_eq!(p.streams.iter().map(|c| c.stream).collect::<Vec<_>>(), [0]);
+    }
+
+    /// Reader C's region.
+    const C_START: u64 = 20_000_000;
+
+    /// [`two_readers_under_none`] (150 bios each) and a third process `comm` that an uneven
+    /// scheduler starved (BFQ's slices: 32 readers of one job did 4 to 35 bios each): `bios`
+    /// reads spread over the run, each `step` sectors after the previous one (8: sequential),
+    /// its last one back 5 ms after the 3 s deadline.
+    fn with_a_starved_reader(bios: u32, comm: &str, step: u64) -> Workload {
+        let mut w = two_readers_under_none(150);
+        w.streams.push(stream(102, comm, 0));
+        let gap = (RUNTIME_NS - 100_000_000) / u64::from(bios);
+        let mut prev = None;
+        for j in 0..u64::from(bios) {
+            let q = 20_000 + j * gap;
+            let trigger = prev.map_or(Trigger::At(q), |io| Trigger::AfterCompletion {
+                io,
+                delay: THINK_NS,
+            });
+            let id = push(&mut w, 2, C_START + j * step, 8, Op::Read, true, trigger);
+            let io = &mut w.ios[id as usize];
+            io.rec_q = q;
+            io.rec_submitted = q;
+            io.rec_c = if j + 1 == u64::from(bios) {
+                RUNTIME_NS + 5_000_000
+            } else {
+                q + gap - THINK_NS
+            };
+            io.plug_end = true;
+            prev = Some(id);
+        }
+        w.end_ns = RUNTIME_NS + 5_000_000;
+        w
+    }
+
+    fn continued_streams(w: &Workload) -> Vec<u32> {
+        plan(w, Mode::Auto)
+            .expect("time-bounded")
+            .streams
+            .iter()
+            .map(|c| c.stream)
+            .collect()
+    }
+
+    /// A process of the job with too few bios for a pattern of its own is continued with
+    /// its job when its few bios follow the job's pattern and it ran to the job's end; not
+    /// when it is another program, strays from the pattern, did a single bio, or stopped
+    /// long before the deadline.
+    #[test]
+    fn a_starved_reader_of_a_time_bounded_job_is_continued_with_it() {
+        let p = plan(&with_a_starved_reader(4, "fio", 8), Mode::Auto).expect("time-bounded");
+        assert_eq!(p.runtime_ns, RUNTIME_NS);
+        let c = p
+            .streams
+            .iter()
+            .find(|c| c.stream == 2)
+            .expect("C continued");
+        assert_eq!(c.pattern, Pattern::Sequential);
+        assert_eq!((c.sectors, c.delay_ns, c.windowed), (8, THINK_NS, false));
+        assert_eq!(c.until_ns, 20_000 + RUNTIME_NS);
+        assert_eq!(
+            continued_streams(&with_a_starved_reader(2, "fio", 8)),
+            [0, 1, 2]
+        );
+
+        assert_eq!(
+            continued_streams(&with_a_starved_reader(4, "dd", 8)),
+            [0, 1]
+        );
+        assert_eq!(
+            continued_streams(&with_a_starved_reader(4, "fio", 64)),
+            [0, 1]
+        );
+        assert_eq!(
+            continued_streams(&with_a_starved_reader(1, "fio", 8)),
+            [0, 1]
+        );
+        let mut early = with_a_starved_reader(4, "fio", 8);
+        let last = early.streams[2].last_io as usize;
+        early.ios[last].rec_c = early.ios[last].rec_q + SEEK_NS;
+        assert_eq!(continued_streams(&early), [0, 1]);
+    }
+
+    /// A random reader too thin for a pattern spans its job's (median) span, placed around
+    /// its own bios and aligned with them, so its continued bios seek as far as its
+    /// siblings' do.
+    #[test]
+    fn a_starved_random_reader_spans_its_jobs_span() {
+        let mut w = with_a_starved_reader(3, "fio", 8);
+        // A and B: random over 1000 blocks each; C: three bios over 500 blocks of its own.
+        for io in w.ios.iter_mut() {
+            let (base, k) = match io.stream {
+                0 => (0, io.sector / 8),
+                1 => (B_START, (io.sector - B_START) / 8),
+                _ => (C_START, (io.sector - C_START) / 8),
+            };
+            let block = if io.stream == 2 {
+                [250, 10, 510][k as usize]
+            } else {
+                k * 7919 % 1000
+            };
+            io.sector = base + block * 8;
+        }
+        let p = plan(&w, Mode::Auto).expect("time-bounded");
+        let span = |s: u32| match p.streams.iter().find(|c| c.stream == s).unwrap().pattern {
+            Pattern::Random { lo, hi } => (lo, hi),
+            Pattern::Sequential => panic!("stream {s} taken as sequential"),
+        };
+        let (a_lo, a_hi) = span(0);
+        let (b_lo, b_hi) = span(1);
+        assert_eq!(a_hi - a_lo, b_hi - b_lo);
+        let (lo, hi) = span(2);
+        assert_eq!(hi - lo, a_hi - a_lo);
+        assert!(
+            lo <= C_START + 10 * 8 && hi >= C_START + 511 * 8,
+            "{lo}..{hi}"
+        );
+        assert_eq!((C_START + 10 * 8 - lo) % 8, 0);
+    }
+
+    /// Replayed, the starved reader is served as its siblings are (`none` takes turns): it
+    /// goes on reading to the job's deadline, a third of the requests, instead of ending
+    /// after its four recorded bios and leaving the other two the device.
+    #[test]
+    fn a_starved_reader_reads_to_its_jobs_end_in_the_replay() {
+        let r = run(&with_a_starved_reader(4, "fio", 8), "none");
+        let c = r.summary.process(102).expect("reader C");
+        let requests = r.summary.requests;
+        let share = c.bytes as f64 / (requests * 4096) as f64;
+        assert!(
+            (0.3..0.37).contains(&share),
+            "C's share {share} of {requests}"
+        );
+        assert!((r.summary.duration_s - 3.0).abs() < 0.03);
     }
 
     /// Under `none` the readers go on seeking against each other: 10 ms per request, so 300
