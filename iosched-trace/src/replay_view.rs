@@ -145,6 +145,9 @@ pub fn render_replay(r: &Replayer, recorded: &Summary, runs: &[Run], decisions: 
     line(&mut out, "D2C mean ms", &|s| {
         format!("{:.3}", s.d2c_mean_ms)
     });
+    line(&mut out, "seek between dispatches MiB", &|s| {
+        format!("{:.1}", s.d2d_seek_mean_sectors / 2048.0)
+    });
     line(&mut out, "idle with I/O pending ms", &|s| {
         format!("{:.1}", s.idle_with_pending_ms)
     });

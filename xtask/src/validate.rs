@@ -137,6 +137,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                 label: run.label.clone(),
                 spec,
                 r,
+                reverse: None,
             });
         }
         for g in &groups {
@@ -183,12 +184,27 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                 let mut r = validate::replay_on(&trace_bin, &f, &spec, profile_file.as_deref())?;
                 // The reality is the other run's recording.
                 r.recorded = real.r.recorded.clone();
+                let reverse = if cross_within(&r) {
+                    None
+                } else {
+                    let none_row = self_rows
+                        .iter()
+                        .find(|row| row.scenario == name && row.label == g.none)
+                        .expect("the none recording was replayed above");
+                    let back = validate::replay(&trace_bin, &file(other), &none_row.spec)?;
+                    Some(Reverse {
+                        none_label: g.none.clone(),
+                        predicted: back.predicted,
+                        real: none_row.r.recorded.clone(),
+                    })
+                };
                 cross_rows.push(Row {
                     scenario: name,
                     group: g.name.clone(),
                     label: other.clone(),
                     spec,
                     r,
+                    reverse,
                 });
             }
         }
@@ -284,6 +300,21 @@ struct Row<'a> {
     label: String,
     spec: String,
     r: Replayed,
+    /// A cross-prediction beyond its target, checked the other way round.
+    reverse: Option<Reverse>,
+}
+
+/// A missed cross-prediction (the `none` recording replayed under run X's configuration,
+/// against X's recording) checked the other way round: X's own recording replayed under the
+/// `none` run's configuration, against the `none` recording. When both miss, in opposite
+/// directions, the model finds the two configurations alike on either run's workload: the
+/// two runs differ in themselves (on the test bed's FIFO disk, the order its processes
+/// settled into at the start), which no scheduler model can predict from the other run.
+struct Reverse {
+    none_label: String,
+    /// X's recording under `none`'s configuration, and the `none` recording's numbers.
+    predicted: validate::Numbers,
+    real: validate::Numbers,
 }
 
 /// The recordings whose workload ran at another I/O priority than their run set
@@ -335,13 +366,9 @@ fn print_cross(rows: &[Row<'_>]) {
         let thr = validate::rel_err_pct(pred.mb_per_s, real.mb_per_s);
         let q2c = validate::rel_err_pct(pred.q2c_mean_ms, real.q2c_mean_ms);
         let (idle, unit) = validate::idle_err(pred.idle_pct, real.idle_pct);
-        let idle_ok = if unit == "%" {
-            idle.abs() <= CROSS_TARGET
-        } else {
-            idle.abs() <= 2.0
-        };
+        let idle_ok = idle_within(pred, real);
         n += 1;
-        if thr.abs() <= CROSS_TARGET && q2c.abs() <= CROSS_TARGET && idle_ok {
+        if cross_within(&row.r) {
             within += 1;
         }
         println!(
@@ -364,6 +391,52 @@ fn print_cross(rows: &[Row<'_>]) {
         );
     }
     println!("\n{within} of {n} predictions within {CROSS_TARGET}% on all three numbers");
+    for row in rows {
+        if let Some(back) = &row.reverse {
+            println!("  {}", reverse_note(row, back));
+        }
+    }
+}
+
+fn idle_within(pred: &validate::Numbers, real: &validate::Numbers) -> bool {
+    let (idle, unit) = validate::idle_err(pred.idle_pct, real.idle_pct);
+    if unit == "%" {
+        idle.abs() <= CROSS_TARGET
+    } else {
+        idle.abs() <= 2.0
+    }
+}
+
+/// A cross-prediction within its target on throughput, mean Q2C and idling.
+fn cross_within(r: &Replayed) -> bool {
+    let (real, pred) = (&r.recorded, &r.predicted);
+    validate::rel_err_pct(pred.mb_per_s, real.mb_per_s).abs() <= CROSS_TARGET
+        && validate::rel_err_pct(pred.q2c_mean_ms, real.q2c_mean_ms).abs() <= CROSS_TARGET
+        && idle_within(pred, real)
+}
+
+/// What the [`Reverse`] check of a missed row found, in a line.
+fn reverse_note(row: &Row<'_>, back: &Reverse) -> String {
+    let forward = validate::rel_err_pct(row.r.predicted.mb_per_s, row.r.recorded.mb_per_s);
+    let reverse = validate::rel_err_pct(back.predicted.mb_per_s, back.real.mb_per_s);
+    let mut line = format!(
+        "{} {}: the other way round, its own recording replayed as {} predicts {:.2} MB/s \
+         where {} measured {:.2} ({reverse:+.0}%)",
+        row.scenario,
+        row.label,
+        back.none_label,
+        back.predicted.mb_per_s,
+        back.none_label,
+        back.real.mb_per_s,
+    );
+    if reverse.abs() > CROSS_TARGET && reverse.signum() != forward.signum() {
+        line += &format!(
+            ": on either run's workload the model finds the two alike; the runs differ in \
+             themselves (mean seek between dispatches: {} {:.0} MiB, {} {:.0} MiB)",
+            back.none_label, back.real.seek_mib, row.label, row.r.recorded.seek_mib,
+        );
+    }
+    line
 }
 
 /// The BFQ recordings among the self-consistency replays (each replayed under its own BFQ
@@ -531,4 +604,74 @@ fn tempdir() -> anyhow::Result<TempDir> {
     let p = std::env::temp_dir().join(format!("iosched-validate-{}", std::process::id()));
     std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
     Ok(TempDir(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numbers(mb_per_s: f64, seek_mib: f64) -> validate::Numbers {
+        validate::Numbers {
+            mb_per_s,
+            q2c_mean_ms: 32.0 / (mb_per_s * 256.0) * 1000.0,
+            seek_mib,
+            ..Default::default()
+        }
+    }
+
+    /// A row predicted from the `none` recording (0.48 MB/s) against a kyber run that
+    /// measured `kyber_real`; the kyber recording replayed as `none` predicts `back`.
+    fn row_and_reverse(kyber_real: f64, back: f64) -> (Row<'static>, Reverse) {
+        let r = Replayed {
+            recorded: numbers(kyber_real, 61.0),
+            predicted: numbers(0.48, 395.0),
+            ..Default::default()
+        };
+        let row = Row {
+            scenario: "many-readers-latency",
+            group: "rand".into(),
+            label: "kyber-rand".into(),
+            spec: "kyber".into(),
+            r,
+            reverse: None,
+        };
+        let reverse = Reverse {
+            none_label: "none-rand".into(),
+            predicted: numbers(back, 61.0),
+            real: numbers(0.48, 395.0),
+        };
+        (row, reverse)
+    }
+
+    #[test]
+    fn a_miss_both_ways_round_is_put_down_to_the_runs_themselves() {
+        let (row, back) = row_and_reverse(0.66, 0.66);
+        assert!(!cross_within(&row.r));
+        let note = reverse_note(&row, &back);
+        assert!(
+            note.contains("predicts 0.66 MB/s where none-rand measured 0.48 (+38%)"),
+            "{note}"
+        );
+        assert!(note.contains("the runs differ in themselves"), "{note}");
+        assert!(
+            note.contains("none-rand 395 MiB, kyber-rand 61 MiB"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn a_miss_the_reverse_replay_does_not_share_stays_the_models() {
+        // The kyber recording replayed as none reproduces none's own number: the runs agree
+        // on the workload, so the forward miss is the model's.
+        let (row, back) = row_and_reverse(0.66, 0.49);
+        let note = reverse_note(&row, &back);
+        assert!(note.contains("(+2%)"), "{note}");
+        assert!(!note.contains("differ in themselves"), "{note}");
+        // Missed the other way round, but in the same direction: not a mirror image either.
+        let (row, back) = row_and_reverse(0.66, 0.30);
+        assert!(!reverse_note(&row, &back).contains("differ in themselves"));
+        // Within the target: no reverse check at all.
+        let (row, _) = row_and_reverse(0.50, 0.50);
+        assert!(cross_within(&row.r));
+    }
 }

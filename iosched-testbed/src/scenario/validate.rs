@@ -169,6 +169,8 @@ pub struct Numbers {
     pub requests: u64,
     /// The highest p99 Q2C of any process, ms (0 without processes).
     pub worst_p99_q2c_ms: f64,
+    /// Mean seek between consecutive dispatches, MiB (`d2d_seek_mean_sectors`).
+    pub seek_mib: f64,
 }
 
 impl Numbers {
@@ -186,6 +188,7 @@ impl Numbers {
             },
             merge_ratio: f("merge_ratio"),
             requests: summary.get("requests").and_then(Value::as_u64).unwrap_or(0),
+            seek_mib: f("d2d_seek_mean_sectors") / 2048.0,
             worst_p99_q2c_ms: summary
                 .get("processes")
                 .and_then(Value::as_array)
@@ -199,7 +202,7 @@ impl Numbers {
 
 /// One replay: the recording's own numbers and the model's under `spec`, with the model's
 /// decision counts (JSON, as `replay --json` gives them).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Replayed {
     pub recorded: Numbers,
     pub predicted: Numbers,

@@ -131,6 +131,9 @@ pub struct Summary {
     pub q2c_p99_ms: f64,
     pub q2c_max_ms: f64,
     pub d2c_mean_ms: f64,
+    /// Mean distance from each dispatched request's start to the previous one's end,
+    /// sectors: the order the device was given (a FIFO disk's whole cost on seeks).
+    pub d2d_seek_mean_sectors: f64,
     pub idle_with_pending_ms: f64,
     pub util_pct: f64,
     pub processes: Vec<ProcessSummary>,
@@ -234,6 +237,7 @@ impl Summary {
             q2c_p99_ms: d.latency.get("q2c").map_or(0.0, |l| l.p99_ns as f64 / 1e6),
             q2c_max_ms: d.latency.get("q2c").map_or(0.0, |l| l.max_ns as f64 / 1e6),
             d2c_mean_ms: lat(&d.latency, "d2c"),
+            d2d_seek_mean_sectors: d.seeks_d2d.mean_sectors,
             idle_with_pending_ms: d.idle_with_pending_ns as f64 / 1e6,
             util_pct: d.util_pct,
             processes: report
