@@ -280,10 +280,10 @@ impl Regular {
         by_period.max(by_completion) + DEADLINE_SLACK_NS
     }
 
-    /// It ran until `last_q` of the workload (its last bio queued, or back, in its last
-    /// tenth).
-    fn ran_to(&self, last_q: u64) -> bool {
-        self.last_q.max(self.last_c) as f64 >= RAN_TO_END_SHARE * last_q as f64
+    /// It ran to the end of a workload whose last bio was queued at `end` (its own last bio
+    /// queued, or back, in the workload's last tenth).
+    fn ran_to(&self, end: u64) -> bool {
+        self.last_q.max(self.last_c) as f64 >= RAN_TO_END_SHARE * end as f64
     }
 }
 
@@ -333,7 +333,7 @@ fn sibling(w: &Workload, s: u32, ios: &[u32], job: &[(u32, Regular)]) -> Option<
     let random = kin
         .iter()
         .all(|r| matches!(r.pattern, Pattern::Random { .. }));
-    if kin.is_empty() || !(sequential || random) {
+    if !(sequential || random) {
         return None;
     }
     if ios
@@ -362,10 +362,12 @@ fn sibling(w: &Workload, s: u32, ios: &[u32], job: &[(u32, Regular)]) -> Option<
         )?;
         let own_lo = ios.iter().map(|i| io(i).sector).min()?;
         let own_hi = ios.iter().map(|i| io(i).sector).max()? + u64::from(first.sectors);
-        // Centred on its own bios, aligned to them, never narrower than they are.
+        // Centred on its own bios (as far as the start of the device allows), starting a
+        // whole number of bios below the lowest of them, never narrower than they are.
         let step = u64::from(first.sectors);
         let mid = own_lo / 2 + own_hi / 2;
-        let lo = own_lo - (own_lo - mid.saturating_sub(span / 2).min(own_lo)) / step * step;
+        let centred_lo = mid.saturating_sub(span / 2).min(own_lo);
+        let lo = own_lo - (own_lo - centred_lo) / step * step;
         Pattern::Random {
             lo,
             hi: (lo + span).max(own_hi),
@@ -411,8 +413,8 @@ pub fn plan(w: &Workload, mode: Mode) -> Option<Plan> {
     };
     let (mut chosen, runtime_ns, time_bounded) = match (mode, runtime) {
         (Mode::Auto, Some(t)) => (ran_to_end, t, true),
-        (Mode::On, Some(t)) => (regulars.clone(), t, true),
-        (Mode::On, None) => (regulars.clone(), last_q, false),
+        (Mode::On, Some(t)) => (regulars, t, true),
+        (Mode::On, None) => (regulars, last_q, false),
         _ => return None,
     };
     // The thin processes of a continued job: those that ran to its end, and, when it was
