@@ -260,6 +260,8 @@ pub struct Capture {
     flush: ProgramFd,
     cpus: Vec<u32>,
     last_flush: Instant,
+    /// The programs' recursion misses as read when they were detached.
+    skipped_at_detach: Option<u64>,
     /// Programs attached, and optional ones left out with the reason.
     pub attached: Vec<&'static str>,
     pub skipped: Vec<(&'static str, String)>,
@@ -392,6 +394,7 @@ impl Capture {
             flush,
             cpus,
             last_flush: Instant::now(),
+            skipped_at_detach: None,
             attached,
             skipped,
         })
@@ -472,6 +475,10 @@ impl Capture {
             lost_per_cpu,
             read_errors: get(stat::READ_ERRORS)?.iter().sum(),
             sent: get(stat::SENT)?.iter().sum(),
+            kernel_skipped: match &self.ebpf {
+                Some(ebpf) => recursion_misses(ebpf),
+                None => self.skipped_at_detach,
+            },
             completions: Vec::new(),
         })
     }
@@ -479,9 +486,37 @@ impl Capture {
     /// Detaches every program and flushes what the CPUs staged; the ring buffer stays
     /// readable so the last events can be drained.
     pub fn detach(&mut self) -> Result<(), CaptureError> {
+        if let Some(ebpf) = &self.ebpf {
+            self.skipped_at_detach = recursion_misses(ebpf);
+        }
         self.ebpf = None;
         self.flush_staged(true)
     }
+}
+
+/// The events the kernel did not run our programs for, summed over them: each program's
+/// `recursion_misses` (the kernel runs a tracing program at most once per CPU at a time, and
+/// counts an event that arrives while it runs, from an interrupt, as a miss). Read from
+/// `/proc/self/fdinfo/<program fd>`; `None` when a program's entry has no such line (kernels
+/// before 5.12) or cannot be read.
+fn recursion_misses(ebpf: &Ebpf) -> Option<u64> {
+    ebpf.programs()
+        // Loaded ones only: optional programs this recording left out have no fd.
+        .filter_map(|(_, program)| program.fd().ok())
+        .map(|fd| {
+            let fd = fd.as_fd().as_raw_fd();
+            let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+            parse_recursion_misses(&info)
+        })
+        .sum()
+}
+
+/// The `recursion_misses:` line of a BPF program's fdinfo.
+fn parse_recursion_misses(fdinfo: &str) -> Option<u64> {
+    fdinfo.lines().find_map(|line| {
+        line.strip_prefix("recursion_misses:")
+            .and_then(|v| v.trim().parse().ok())
+    })
 }
 
 fn load_flush(ebpf: &mut Ebpf, verbose: bool) -> Result<ProgramFd, CaptureError> {
@@ -781,4 +816,22 @@ pub fn kinds_of(programs: &[&str]) -> BTreeSet<EventKind> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recursion_misses_are_read_from_a_programs_fdinfo() {
+        // As Linux 6.x prints a tracing program's fdinfo.
+        let info = "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t2061\nprog_type:\t26\n\
+                    prog_jited:\t1\nprog_tag:\t3b185187f1855c4c\nmemlock:\t4096\nprog_id:\t512\n\
+                    run_time_ns:\t0\nrun_cnt:\t0\nrecursion_misses:\t17\nverified_insns:\t1234\n";
+        assert_eq!(parse_recursion_misses(info), Some(17));
+        // Before 5.12 the line does not exist: unknown, not zero.
+        let old = "prog_type:\t26\nprog_jited:\t1\nrun_time_ns:\t0\nrun_cnt:\t0\n";
+        assert_eq!(parse_recursion_misses(old), None);
+        assert_eq!(parse_recursion_misses("recursion_misses:\tmany\n"), None);
+    }
 }

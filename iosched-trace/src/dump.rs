@@ -44,9 +44,13 @@ pub struct DumpSummary {
     pub notes: u64,
     pub first_ts_ns: Option<u64>,
     pub last_ts_ns: Option<u64>,
-    /// Events the kernel lost (ring buffer full); `None` if the trace holds no statistics.
+    /// Events lost (ring buffer full, or skipped by the kernel); `None` if the trace holds no
+    /// statistics.
     pub lost: Option<u64>,
+    /// Of them, those the ring buffer had no room for, per CPU.
     pub lost_per_cpu: Vec<u64>,
+    /// Of them, those the kernel did not run our programs for (`record::Stats::kernel_skipped`).
+    pub kernel_skipped: Option<u64>,
     pub read_errors: Option<u64>,
     /// Per device: completions the kernel counted against those traced (recordings made by
     /// 1.2 and later; see `record::CompletionCheck`).
@@ -198,6 +202,7 @@ fn dump<W: Write>(
     if let Some(stats) = source.stats() {
         summary.lost = Some(stats.lost());
         summary.lost_per_cpu = stats.lost_per_cpu.clone();
+        summary.kernel_skipped = stats.kernel_skipped;
         summary.read_errors = Some(stats.read_errors);
         summary.completion_checks = stats.completions.clone();
         summary.untraced_completions = stats.untraced_completions();
@@ -539,11 +544,27 @@ fn text_summary(s: &mut String, sum: &DumpSummary, format: TraceFormat) {
                 .filter(|(_, n)| **n > 0)
                 .map(|(cpu, n)| format!("cpu{cpu} {n}"))
                 .collect();
-            if !per_cpu.is_empty() {
-                let _ = write!(s, " ({})", per_cpu.join(", "));
+            let skipped = sum.kernel_skipped.unwrap_or(0);
+            let mut parts = Vec::new();
+            if lost > skipped {
+                parts.push(if per_cpu.is_empty() {
+                    format!("{} with the ring buffer full", lost - skipped)
+                } else {
+                    format!(
+                        "{} with the ring buffer full: {}",
+                        lost - skipped,
+                        per_cpu.join(", ")
+                    )
+                });
             }
-            if lost > 0 {
-                s.push_str(": the kernel dropped them (ring buffer full), the trace is incomplete");
+            if skipped > 0 {
+                parts.push(format!(
+                    "{skipped} the kernel did not run our programs for (already running on that \
+                     CPU)"
+                ));
+            }
+            if !parts.is_empty() {
+                let _ = write!(s, " ({}): the trace is incomplete", parts.join("; "));
             }
             s.push('\n');
         }
@@ -937,7 +958,7 @@ mod tests {
 "#;
 
     const PROLOGUE: &str = r#"
-# iosched-trace recording, format 1.3, written by iosched-trace 0.1.0
+# iosched-trace recording, format 1.4, written by iosched-trace 0.1.0
 # host testhost, kernel 6.18.0-test, boot 00000000-1111-2222-3333-444444444444
 # started 2025-11-30 12:00:00.000000000 UTC (monotonic 1.000000000)
 # command: iosched-trace record -d sda
@@ -984,7 +1005,7 @@ mod tests {
 #   kyber_adjust              1
 #   wbt_step                  1
 #   wbt_timer                 1
-# lost events: 4 (cpu1 3, cpu3 1): the kernel dropped them (ring buffer full), the trace is incomplete
+# lost events: 9 (4 with the ring buffer full: cpu1 3, cpu3 1; 5 the kernel did not run our programs for (already running on that CPU)): the trace is incomplete
 # kernel read errors: 2
 # sda: completed requests by the kernel's count 5 (r 5 w 0 d 0), traced 4: 1 without a completion event
 # recording closed cleanly (ended by signal)
@@ -1000,7 +1021,7 @@ mod tests {
             .collect();
         assert_eq!(out, expected);
         assert_eq!(summary.events, 26);
-        assert_eq!(summary.lost, Some(4));
+        assert_eq!(summary.lost, Some(9));
         assert!(summary.closed_cleanly);
         // The only warning: the sample's completion check (5 counted, 4 traced).
         assert_eq!(summary.untraced_completions, Some(1));
@@ -1030,8 +1051,11 @@ mod tests {
         assert_eq!(summary.events, 26);
 
         let (out, summary) = text(&bytes);
-        assert_eq!(summary.lost, Some(4));
-        assert!(out.contains("# lost events: 4 (cpu1 3, cpu3 1)"), "{out}");
+        assert_eq!(summary.lost, Some(9));
+        assert!(
+            out.contains("# lost events: 9 (4 with the ring buffer full: cpu1 3, cpu3 1; 5 "),
+            "{out}"
+        );
     }
 
     #[test]
@@ -1062,7 +1086,9 @@ mod tests {
         assert_eq!(lines[7]["action"], "U");
         let last = &lines[27]["summary"];
         assert_eq!(last["events"], 26);
-        assert_eq!(last["lost"], 4);
+        assert_eq!(last["lost"], 9);
+        assert_eq!(last["lost_per_cpu"], serde_json::json!([0, 3, 0, 1]));
+        assert_eq!(last["kernel_skipped"], 5);
         assert_eq!(last["events_per_kind"]["issue"], 4);
         assert_eq!(summary.events, 26);
     }

@@ -74,7 +74,7 @@ pub trait TraceSource {
     fn processes(&self) -> &BTreeMap<u32, ProcessInfo>;
     /// Text notes read so far (scheduler messages), in time order.
     fn notes(&self) -> &[Note];
-    /// Events the recorder lost (ring buffer full), if the trace says.
+    /// Events the recorder lost (ring buffer full, or skipped by the kernel), if the trace says.
     fn lost(&self) -> Option<u64>;
     /// Problems met while reading that did not stop it (skipped chunks, late events...).
     fn warnings(&self) -> Vec<String>;

@@ -332,7 +332,26 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the async runtime")?;
     let summary = runtime.block_on(recorder::record(config))?;
-    let lost = summary.stats.lost();
+    let stats = &summary.stats;
+    let mut why = Vec::new();
+    if stats.ring_lost() > 0 {
+        why.push(format!(
+            "{} with the ring buffer full: try a larger --ring-size",
+            stats.ring_lost()
+        ));
+    }
+    match stats.kernel_skipped {
+        Some(0) => {}
+        Some(n) => why.push(format!(
+            "{n} the kernel did not run our programs for, as they were already running on that \
+             CPU (an interrupt's event inside another)"
+        )),
+        None => why.push(
+            "events the kernel skipped for a program already running are not counted by this \
+             kernel"
+                .to_string(),
+        ),
+    }
     eprintln!(
         "recorded {} events ({}) in {:.1}s to {} [{}]; lost {} events{}",
         summary.events,
@@ -340,11 +359,11 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
         summary.duration.as_secs_f64(),
         args.output.display(),
         summary.ended_by,
-        lost,
-        if lost > 0 {
-            " (the ring buffer overflowed: try a larger --ring-size)"
+        stats.lost(),
+        if why.is_empty() {
+            String::new()
         } else {
-            ""
+            format!(" ({})", why.join("; "))
         }
     );
     Ok(ExitCode::SUCCESS)

@@ -287,6 +287,9 @@ pub struct Recording {
     pub events: Vec<Event>,
     pub warnings: Vec<String>,
     pub lost: u64,
+    /// Of `lost`, the events the kernel skipped for a program already running on the CPU
+    /// (`record::Stats::kernel_skipped`).
+    pub kernel_skipped: Option<u64>,
     pub sent: Option<u64>,
     pub footer_total: Option<u64>,
     /// The kernel's completion counters next to the traced completions, per device.
@@ -304,6 +307,7 @@ pub fn read_recording(path: &Path) -> anyhow::Result<Recording> {
         events,
         warnings: reader.warnings().to_vec(),
         lost: reader.stats().map_or(0, |s| s.lost()),
+        kernel_skipped: reader.stats().and_then(|s| s.kernel_skipped),
         sent: reader.stats().map(|s| s.sent),
         footer_total: reader.footer().map(|f| f.events_total),
         completions: reader

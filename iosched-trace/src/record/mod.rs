@@ -192,6 +192,12 @@ pub struct Stats {
     pub read_errors: u64,
     /// Events the kernel sent.
     pub sent: u64,
+    /// Events the kernel did not hand to our programs because the same program was already
+    /// running on that CPU (an event raised by an interrupt inside a program's run): the
+    /// programs' `recursion_misses`, summed. Lost before any program saw them. `None` where
+    /// the kernel does not report it (before 5.12) and in recordings before format 1.4.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_skipped: Option<u64>,
     /// Per traced device, its completions as the kernel counted them next to those traced
     /// (format 1.2; absent in older recordings).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -341,7 +347,13 @@ impl CompletionCheck {
 }
 
 impl Stats {
+    /// Every event lost: the ring buffer's overflows and the kernel's skips.
     pub fn lost(&self) -> u64 {
+        self.ring_lost() + self.kernel_skipped.unwrap_or(0)
+    }
+
+    /// Events lost because the ring buffer was full.
+    pub fn ring_lost(&self) -> u64 {
         self.lost_per_cpu.iter().sum()
     }
 

@@ -132,6 +132,7 @@ pub fn sample_stats(sent: u64) -> Stats {
         lost_per_cpu: vec![0, 3, 0, 1],
         read_errors: 2,
         sent,
+        kernel_skipped: Some(5),
         completions: vec![super::CompletionCheck {
             device: "sda".into(),
             dev: Dev { major: 8, minor: 0 },

@@ -44,7 +44,9 @@ fn round_trip() {
     assert_eq!(reader.stats(), Some(&footer.stats));
     assert_eq!(footer.events_total, 40);
     assert_eq!(footer.events_per_kind["queue"], 2);
-    assert_eq!(footer.stats.lost(), 4);
+    // 4 overflowed the ring, 5 the kernel skipped (recursion misses): both lost.
+    assert_eq!(footer.stats.ring_lost(), 4);
+    assert_eq!(footer.stats.lost(), 9);
     assert!(reader.warnings().is_empty(), "{:?}", reader.warnings());
     assert_eq!(reader.events_missing(), 0);
     assert_eq!(reader.offset(), bytes.len() as u64);
@@ -461,4 +463,17 @@ fn queue_attributes_round_trip_and_default_in_older_headers() {
     assert_eq!(old.devices[0].nr_requests, Some(64));
     assert_eq!(old.devices[0].nomerges, None);
     assert_eq!(old.devices[0].max_sectors_kb, None);
+}
+
+#[test]
+fn kernel_skips_count_as_lost_and_are_unknown_in_older_stats() {
+    let old: super::Stats =
+        serde_json::from_str(r#"{"lost_per_cpu":[0,3],"read_errors":0,"sent":10}"#).unwrap();
+    assert_eq!(old.kernel_skipped, None);
+    assert_eq!(old.lost(), 3);
+    let new: super::Stats = serde_json::from_str(
+        r#"{"lost_per_cpu":[0,3],"read_errors":0,"sent":10,"kernel_skipped":2}"#,
+    )
+    .unwrap();
+    assert_eq!((new.ring_lost(), new.lost()), (3, 5));
 }
