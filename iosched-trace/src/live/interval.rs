@@ -93,7 +93,7 @@ pub struct Snapshot {
     pub from_ns: u64,
     pub to_ns: u64,
     pub devices: Vec<DeviceSnapshot>,
-    /// Events the kernel could not deliver (ring buffer full), during this interval and
+    /// Events lost (ring buffer full, or skipped by the kernel), during this interval and
     /// since the start.
     pub lost: u64,
     pub lost_total: u64,
