@@ -350,6 +350,36 @@ fn median(v: &mut [f64]) -> Option<f64> {
 /// Seeks of one distance bin needed for the bin to count.
 const MIN_PER_BIN: usize = 3;
 
+/// Seeks a bin needs before its median stands against its neighbours' (see
+/// [`capped_by_farther`]).
+const SURE_PER_BIN: usize = 10;
+
+/// Each thin bin's positioning (fewer than [`SURE_PER_BIN`] seeks), capped at that of any
+/// farther bin with more samples: an arm takes no longer to travel less far, so a thin
+/// nearer bin costing more is its few odd requests (three seeks of 64-128 MiB, two of them
+/// 17 ms because each waited behind a hiccup of the host, against 300 farther ones at 7.9 ms:
+/// that bin's median made every shorter seek of the replay cost twice a longer one). A
+/// well-sampled bin stays as measured whatever its neighbours: what a request costs need not
+/// follow its distance alone (dsync's journal writes, hundreds of them, complete at once far
+/// from where hundreds of nearer data writes each took a seek).
+fn capped_by_farther(medians: &[Option<f64>], counts: &[usize]) -> Vec<Option<f64>> {
+    medians
+        .iter()
+        .enumerate()
+        .map(|(b, v)| {
+            let v = (*v)?;
+            if counts[b] >= SURE_PER_BIN {
+                return Some(v);
+            }
+            let cap = (b + 1..medians.len())
+                .filter(|&f| counts[f] > counts[b])
+                .filter_map(|f| medians[f])
+                .fold(v, f64::min);
+            Some(cap)
+        })
+        .collect()
+}
+
 /// Samples of one size needed for that size to count in [`size_fit`].
 const MIN_PER_SIZE: usize = 3;
 
@@ -567,7 +597,7 @@ fn fit_rotational(
     // A bin of one or two samples is left to its neighbours: its median is then one of them,
     // and the odd request (served after another the device took first) sets what every
     // replayed seek of that distance costs.
-    let positioning_ns = bins
+    let medians: Vec<Option<f64>> = bins
         .iter_mut()
         .map(|b| {
             if b.len() < MIN_PER_BIN {
@@ -577,6 +607,8 @@ fn fit_rotational(
             }
         })
         .collect();
+    let counts: Vec<usize> = bins.iter().map(Vec::len).collect();
+    let positioning_ns = capped_by_farther(&medians, &counts);
     if seeks.is_empty() {
         notes.push("no non-contiguous request: seek costs assumed (8 ms)".into());
     }
@@ -1068,5 +1100,56 @@ mod tests {
         assert_eq!(m.positioning_ns[18], None, "{m:?}");
         let mid = model.service_ns(0, 1 << 18, 8) as f64;
         assert!((6_000_000.0..8_000_000.0).contains(&mid), "{mid}");
+    }
+
+    /// Seeks alternating with contiguous reads: `near` seeks of 2^17 sectors taking the
+    /// given times, and 60 of 2^19 taking 8 ms.
+    fn near_and_far_seeks(near: &[u64]) -> RotationalModel {
+        let mut samples = Vec::new();
+        let mut t = 0u64;
+        let mut push = |sector: u64, svc: u64| {
+            samples.push(ServiceSample {
+                d: t,
+                c: t + svc,
+                sector,
+                sectors: 8,
+                write: false,
+                depth_at_d: 1,
+            });
+            t += svc + 10_000;
+        };
+        let mut pos = 0u64;
+        let far = std::iter::repeat_n((1u64 << 19, 8_000_000u64), 60);
+        for (jump, svc) in far.chain(near.iter().map(|svc| (1u64 << 17, *svc))) {
+            push(pos, 200_000);
+            pos += 8 + jump;
+            push(pos, svc);
+            pos += 8;
+        }
+        let (model, _) = fit(&samples, Some(true)).unwrap();
+        let DeviceModel::Rotational(m) = model else {
+            panic!("rotational expected")
+        };
+        m
+    }
+
+    /// Three seeks of 64-128 MiB, two of them slow (each waited behind a hiccup), do not make
+    /// that distance cost twice a farther one seen 60 times; 30 such seeks, all slow, do.
+    #[test]
+    fn a_thin_near_bin_costs_no_more_than_a_better_sampled_farther_one() {
+        let far = near_and_far_seeks(&[]).positioning_ns[19].expect("60 seeks fit their bin");
+        let thin = near_and_far_seeks(&[6_000_000, 17_000_000, 17_500_000]);
+        let near = thin.positioning_ns[17].expect("three seeks fit their bin");
+        assert!(near <= far, "near {near} far {far}");
+        assert!(
+            near > 0.5 * far,
+            "the cap is the farther bin's, not nothing: {near}"
+        );
+        let sure = near_and_far_seeks(&[9_000_000; 30]);
+        let near = sure.positioning_ns[17].unwrap();
+        assert!(
+            near > far + 500_000.0,
+            "a well-sampled bin stays as measured: {near} {far}"
+        );
     }
 }
