@@ -37,6 +37,8 @@ pub mod throttle;
 pub mod workload;
 
 #[cfg(test)]
+mod deadline_prio_tests;
+#[cfg(test)]
 mod lost_completion_tests;
 #[cfg(test)]
 mod merging_tests;

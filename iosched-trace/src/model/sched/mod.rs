@@ -631,7 +631,7 @@ pub fn build(
             settings.check("none", &[])?;
             Box::new(none::NoneSched::default())
         }
-        SchedKind::MqDeadline => Box::new(deadline::Deadline::new(settings)?),
+        SchedKind::MqDeadline => Box::new(deadline::Deadline::new(settings, env)?),
         SchedKind::Bfq => Box::new(bfq::Bfq::new(settings, env)?),
         SchedKind::Kyber => Box::new(kyber::Kyber::new(settings)?),
         SchedKind::Cfq => Box::new(cfq::Cfq::new(settings, env)?),
