@@ -246,8 +246,9 @@ pub fn render_replay(r: &Replayer, recorded: &Summary, runs: &[Run], decisions: 
             if l.log_has_shared_queues {
                 let _ = writeln!(
                     out,
-                    "  BFQ merged queues of different processes (bfqSHARED): queue merging is \
-                     not modelled, so switches cannot match there"
+                    "  BFQ merged queues of different processes (bfqSHARED, a queue its log \
+                     names no process for): matched with the model's merged queue, when it has \
+                     one"
                 );
             }
         }
