@@ -249,7 +249,11 @@ impl Scheduler for Deadline {
 
     /// `dd_dispatch_request`.
     fn dispatch(&mut self, ctx: &Ctx) -> Option<RqId> {
-        if !self.per_prio {
+        // One level (or only best-effort I/O about, as nearly always): no other to yield to
+        // or to age against.
+        let others =
+            self.levels[RT].inserted_not_completed + self.levels[IDLE].inserted_not_completed;
+        if !self.per_prio || others == 0 {
             return self.dispatch_level(ctx, BE, u64::MAX);
         }
         // `dd_dispatch_prio_aged_requests`: with two levels or more holding requests, a
