@@ -1,10 +1,12 @@
 //! mq-deadline's priority levels (5.14+), with answers known by construction: a best-effort
-//! process reads 40 times, four at a time, behind a device two requests deep, and an idle-class process
-//! queues 10 reads among them (each a little past one of the first ten). One level (before
-//! 5.14) serves the idle reads in the same ascending sweep as the others; three levels hold
-//! them until the last best-effort read has completed, or, with `prio_aging_expire` shorter
-//! than the run, until they have waited that long (the best-effort reads, each issued at a
-//! completion, are never as old).
+//! process reads 40 times, four at a time, behind a device two requests deep, and an
+//! idle-class process queues 10 reads among them (each a little past one of the first ten).
+//! A device two deep leaves a best-effort request in flight while none is queued, which is
+//! where "queued or in flight" and "queued" part. One level (before 5.14) serves the idle
+//! reads in the same ascending sweep as the others; three levels hold them until the last
+//! best-effort read has completed, or, with `prio_aging_expire` shorter than the run, until
+//! they have waited that long (the best-effort reads, each issued at a completion, are never
+//! as old).
 
 use crate::event::{Event, EventKind, Op};
 
