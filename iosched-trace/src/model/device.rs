@@ -1057,23 +1057,26 @@ mod tests {
         );
     }
 
+    /// Appends a 4 KiB read at `sector` served in `svc` ns, dispatched to an idle device
+    /// 10 µs after the previous one completed.
+    fn push_read(samples: &mut Vec<ServiceSample>, sector: u64, svc: u64) {
+        let t = samples.last().map_or(0, |p| p.c + 10_000);
+        samples.push(ServiceSample {
+            d: t,
+            c: t + svc,
+            sector,
+            sectors: 8,
+            write: false,
+            depth_at_d: 1,
+        });
+    }
+
     /// A distance bin with two seeks, both slow (each waited behind a request the device
     /// took first), does not set that distance's cost: the bins around it do.
     #[test]
     fn a_bin_of_two_odd_seeks_is_left_to_its_neighbours() {
         let mut samples = Vec::new();
-        let mut t = 0u64;
-        let mut push = |sector: u64, svc: u64| {
-            samples.push(ServiceSample {
-                d: t,
-                c: t + svc,
-                sector,
-                sectors: 8,
-                write: false,
-                depth_at_d: 1,
-            });
-            t += svc + 10_000;
-        };
+        let mut push = |sector: u64, svc: u64| push_read(&mut samples, sector, svc);
         // Contiguous runs (for the overhead), then seeks of 2^17 and 2^19 sectors, 6 and
         // 8 ms, and two of 2^18 that took 14 ms.
         let mut pos = 0u64;
@@ -1106,18 +1109,7 @@ mod tests {
     /// given times, and 60 of 2^19 taking 8 ms.
     fn near_and_far_seeks(near: &[u64]) -> RotationalModel {
         let mut samples = Vec::new();
-        let mut t = 0u64;
-        let mut push = |sector: u64, svc: u64| {
-            samples.push(ServiceSample {
-                d: t,
-                c: t + svc,
-                sector,
-                sectors: 8,
-                write: false,
-                depth_at_d: 1,
-            });
-            t += svc + 10_000;
-        };
+        let mut push = |sector: u64, svc: u64| push_read(&mut samples, sector, svc);
         let mut pos = 0u64;
         let far = std::iter::repeat_n((1u64 << 19, 8_000_000u64), 60);
         for (jump, svc) in far.chain(near.iter().map(|svc| (1u64 << 17, *svc))) {
