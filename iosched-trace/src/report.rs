@@ -249,9 +249,21 @@ pub fn render(r: &Report) -> String {
             .map(|k| format!(", kernel {k}"))
             .unwrap_or_default()
     );
+    // The I/O's own span, where notes before or after it (wbt's timer, BFQ's messages)
+    // make the window longer by more than 1%: the throughputs below are over the window.
+    let io_span = t
+        .io_span_ns
+        .filter(|s| (t.duration_ns as f64) > 1.01 * *s as f64)
+        .map(|s| {
+            format!(
+                "; I/O {} of it (first bio to last completion)",
+                human_ns(s as f64)
+            )
+        })
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "window {} ({} events); lost events: {}",
+        "window {} ({} events{io_span}); lost events: {}",
         human_ns(t.duration_ns as f64),
         t.events,
         t.lost_events.map_or_else(

@@ -212,6 +212,11 @@ pub struct Aggregator {
     pub first_ts: Option<u64>,
     pub last_ts: u64,
     pub events: u64,
+    /// The first and last block I/O event in the window (a bio queued, a request inserted,
+    /// issued or completed): the span of the I/O itself, which timer and scheduler notes
+    /// before and after it do not stretch.
+    pub io_first_ns: Option<u64>,
+    pub io_last_ns: u64,
     pub devices: DevMap<DeviceAgg>,
     pub processes: FxHashMap<u32, ProcessAgg>,
     pub cgroups: FxHashMap<u64, CgroupAgg>,
@@ -230,6 +235,8 @@ impl Aggregator {
             first_ts: None,
             last_ts: 0,
             events: 0,
+            io_first_ns: None,
+            io_last_ns: 0,
             devices: DevMap::default(),
             processes: FxHashMap::default(),
             cgroups: FxHashMap::default(),
@@ -272,7 +279,25 @@ impl Aggregator {
         self.last_ts = self.last_ts.max(ev.ts_ns);
         if self.window.contains(ev.ts_ns) {
             self.events += 1;
+            if matches!(
+                ev.kind,
+                EventKind::Queue
+                    | EventKind::GetRq
+                    | EventKind::Insert
+                    | EventKind::Issue
+                    | EventKind::Complete
+                    | EventKind::BioComplete
+            ) {
+                self.io_first_ns = Some(self.io_first_ns.map_or(ev.ts_ns, |f| f.min(ev.ts_ns)));
+                self.io_last_ns = self.io_last_ns.max(ev.ts_ns);
+            }
         }
+    }
+
+    /// [`io_first_ns`](Self::io_first_ns) to [`io_last_ns`](Self::io_last_ns); `None`
+    /// without block I/O in the window.
+    pub fn io_span_ns(&self) -> Option<u64> {
+        self.io_first_ns.map(|f| self.io_last_ns.saturating_sub(f))
     }
 
     /// The window actually covered: the requested one cut to the trace.

@@ -44,6 +44,10 @@ pub struct TraceSummary {
     pub from_ns: u64,
     pub to_ns: u64,
     pub duration_ns: u64,
+    /// From the window's first block I/O event to its last (a bio queued ... the last
+    /// completion): the throughputs are over `duration_ns`, which timer and scheduler notes
+    /// before and after the I/O lengthen. `None` without block I/O.
+    pub io_span_ns: Option<u64>,
     pub events: u64,
     /// Events the recorder lost; `None` when the trace does not say.
     pub lost_events: Option<u64>,
@@ -534,6 +538,7 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
             from_ns: w.from,
             to_ns: w.to,
             duration_ns: dur,
+            io_span_ns: agg.io_span_ns(),
             events: agg.events,
             lost_events: source.lost(),
             untraced_completions: source.stats().and_then(|s| s.untraced_completions()),

@@ -283,8 +283,10 @@ fn traced_and_explained_as(
 /// 300 ms after the last completion) do not stretch the span its own numbers are taken over:
 /// the replay is measured from the first request to the last completion, and so is the
 /// recording, or a perfect model would miss its throughput by the notes' distance.
-#[test]
-fn the_recordings_numbers_span_its_io_not_its_notes() {
+/// 500 closed-loop reads on `none`, as traced, and the same with a wbt timer note 200 ms
+/// before the first event and another 300 ms after the last (a recording's notes outside
+/// its I/O): the device, the plain events, the noted ones.
+fn io_between_notes() -> (crate::record::DeviceInfo, Vec<Event>, Vec<Event>) {
     let dev = flat_disk(SVC, 100_000.0);
     let mut w = empty_workload(vec![stream(10, "fio", 1)]);
     w.device.rotational = Some(true);
@@ -308,7 +310,38 @@ fn the_recordings_numbers_span_its_io_not_its_notes() {
     let mut noted = vec![note(first - 200_000_000)];
     noted.extend(events.iter().copied());
     noted.push(note(last + 300_000_000));
-    let info = w.device.clone();
+    (w.device.clone(), events, noted)
+}
+
+/// `report` says how long the I/O itself took when notes outside it lengthen its window
+/// by more than 1%, and not otherwise.
+#[test]
+fn the_report_gives_the_ios_own_span_beside_a_window_notes_lengthen() {
+    let (info, events, noted) = io_between_notes();
+    let report = |events: Vec<Event>| {
+        let mut src = MemorySource::new(vec![info.clone()], events);
+        crate::analysis::analyze(&mut src, &crate::analysis::Options::default()).unwrap()
+    };
+    let (plain, with_notes) = (report(events), report(noted));
+    assert_eq!(plain.trace.io_span_ns, Some(plain.trace.duration_ns));
+    assert_eq!(with_notes.trace.io_span_ns, plain.trace.io_span_ns);
+    assert_eq!(
+        with_notes.trace.duration_ns,
+        plain.trace.duration_ns + 500_000_000
+    );
+    let header = |r| crate::report::render(r).lines().nth(1).unwrap().to_owned();
+    let span = crate::report::human_ns(plain.trace.duration_ns as f64);
+    assert!(
+        header(&with_notes).contains(&format!("I/O {span} of it")),
+        "{}",
+        header(&with_notes)
+    );
+    assert!(!header(&plain).contains("I/O"), "{}", header(&plain));
+}
+
+#[test]
+fn the_recordings_numbers_span_its_io_not_its_notes() {
+    let (info, events, noted) = io_between_notes();
     let summary = |events: Vec<Event>| {
         let mut src = MemorySource::new(vec![info.clone()], events.clone());
         let r =
