@@ -256,7 +256,7 @@ pub fn render(r: &Report) -> String {
         .filter(|s| (t.duration_ns as f64) > 1.01 * *s as f64)
         .map(|s| {
             format!(
-                "; I/O {} of it (first bio to last completion)",
+                "; I/O {} of it (first block I/O event to last)",
                 human_ns(s as f64)
             )
         })

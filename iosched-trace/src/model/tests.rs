@@ -279,10 +279,6 @@ fn traced_and_explained_as(
     (r, e)
 }
 
-/// A recording's timer notes outside its I/O (wbt's, 200 ms before the first request; one
-/// 300 ms after the last completion) do not stretch the span its own numbers are taken over:
-/// the replay is measured from the first request to the last completion, and so is the
-/// recording, or a perfect model would miss its throughput by the notes' distance.
 /// 500 closed-loop reads on `none`, as traced, and the same with a wbt timer note 200 ms
 /// before the first event and another 300 ms after the last (a recording's notes outside
 /// its I/O): the device, the plain events, the noted ones.
@@ -339,6 +335,10 @@ fn the_report_gives_the_ios_own_span_beside_a_window_notes_lengthen() {
     assert!(!header(&plain).contains("I/O"), "{}", header(&plain));
 }
 
+/// A recording's timer notes outside its I/O (wbt's, 200 ms before the first request; one
+/// 300 ms after the last completion) do not stretch the span its own numbers are taken over:
+/// the replay is measured from the first request to the last completion, and so is the
+/// recording, or a perfect model would miss its throughput by the notes' distance.
 #[test]
 fn the_recordings_numbers_span_its_io_not_its_notes() {
     let (info, events, noted) = io_between_notes();

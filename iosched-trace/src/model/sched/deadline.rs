@@ -121,6 +121,14 @@ impl Deadline {
         None
     }
 
+    /// `pos` and `rq_level` grown to hold `rq` (the two always have the same length).
+    fn make_room(&mut self, rq: RqId) {
+        if self.pos.len() <= rq as usize {
+            self.pos.resize(rq as usize + 1, NOT_HERE);
+            self.rq_level.resize(rq as usize + 1, NO_LEVEL);
+        }
+    }
+
     fn is_here(&self, rq: RqId) -> bool {
         self.pos.get(rq as usize).is_some_and(|p| *p != NOT_HERE)
     }
@@ -217,10 +225,7 @@ impl Scheduler for Deadline {
         let r = &ctx.rqs[rq as usize];
         let dir = usize::from(r.is_write());
         let lv = self.level(ctx, rq);
-        if self.pos.len() <= rq as usize {
-            self.pos.resize(rq as usize + 1, NOT_HERE);
-            self.rq_level.resize(rq as usize + 1, NO_LEVEL);
-        }
+        self.make_room(rq);
         self.pos[rq as usize] = r.sector;
         self.rq_level[rq as usize] = lv as u8;
         let expire = if dir == READ {
@@ -239,10 +244,7 @@ impl Scheduler for Deadline {
     /// takes it into its level's dispatch list, so it counts there until it completes.
     fn insert_at_head(&mut self, ctx: &Ctx, rq: RqId) {
         let lv = self.level(ctx, rq);
-        if self.rq_level.len() <= rq as usize {
-            self.pos.resize(rq as usize + 1, NOT_HERE);
-            self.rq_level.resize(rq as usize + 1, NO_LEVEL);
-        }
+        self.make_room(rq);
         self.rq_level[rq as usize] = lv as u8;
         self.levels[lv].inserted_not_completed += 1;
     }
