@@ -3,7 +3,7 @@
 
 use clap::Args;
 
-use crate::model::DiskParams;
+use iosched_disk::DiskParams;
 
 /// The disk model's parameters as flags; defaults are [`DiskParams::default`].
 #[derive(Args, Clone, Debug)]

@@ -31,10 +31,9 @@ use std::{
 
 use thiserror::Error;
 
-use crate::{
-    fuse::{self, FileAttr, InitOut, Request, init_flag, opcode, open_flag},
-    model::{DiskModel, Head},
-};
+use iosched_disk::{DiskModel, Head};
+
+use crate::fuse::{self, FileAttr, InitOut, Request, init_flag, opcode, open_flag};
 
 /// Largest READ/WRITE: 256 pages, the kernel's default `fs.fuse.max_pages_limit`. The rig sets
 /// the loop device's `max_sectors_kb` to this so that one block request is one FUSE request.

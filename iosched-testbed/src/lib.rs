@@ -1,7 +1,8 @@
 //! An emulated rotational disk for scheduler experiments on machines that have only fast
 //! virtual disks.
 //!
-//! - [`model`]: the service time of a 7200 rpm-like disk (pure, no I/O).
+//! - the service time of a 7200 rpm-like disk is `iosched-disk`'s (pure, no I/O), shared with
+//!   the scheduler model's device fit.
 //! - [`fuse`]: the FUSE kernel protocol, the part of it a one-file server needs.
 //! - [`daemon`]: `iosched-hdd`, which serves one file through FUSE and answers each request
 //!   only after the model's service time, one request at a time.
@@ -13,6 +14,5 @@
 pub mod args;
 pub mod daemon;
 pub mod fuse;
-pub mod model;
 pub mod rig;
 pub mod scenario;

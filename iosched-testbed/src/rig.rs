@@ -24,11 +24,9 @@ use std::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::{
-    args::model_flags,
-    daemon::MAX_REQUEST,
-    model::{DiskModel, DiskParams, ModelError},
-};
+use iosched_disk::{DiskModel, DiskParams, ModelError};
+
+use crate::{args::model_flags, daemon::MAX_REQUEST};
 
 /// How long the daemon may take to mount and answer its first GETATTR.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);

@@ -16,13 +16,13 @@
 use std::{path::Path, time::Instant};
 
 use anyhow::Context;
-use iosched_trace::{
+use iosched_core::{
     analysis::Aggregator,
     event::{Event, EventKind},
     input,
-    live::interval::{IntervalBuilder, Reorder},
     timeline::{LifeSink, Timeline},
 };
+use iosched_trace::live::interval::{IntervalBuilder, Reorder};
 
 /// A sink that keeps nothing: the timeline's own cost.
 struct Discard;

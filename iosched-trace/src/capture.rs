@@ -23,8 +23,10 @@ use tokio::io::{Interest, unix::AsyncFd};
 
 use crate::{
     devices::Disk,
-    event::{Comm, Dev, Event, EventKind},
     probe::{FlagDecoder, KernelLayout},
+};
+use iosched_core::{
+    event::{Comm, Dev, Event, EventKind},
     record::Stats,
 };
 

@@ -180,7 +180,7 @@ pub struct ReportArgs {
 
 impl ReportArgs {
     /// The analysis options, with the window checked.
-    pub fn options(&self) -> Result<crate::analysis::Options, ArgError> {
+    pub fn options(&self) -> Result<iosched_core::analysis::Options, ArgError> {
         let secs = |flag: &'static str, v: Option<f64>| match v {
             Some(s) if !(s.is_finite() && s >= 0.0) => Err(ArgError::Window(flag, s)),
             Some(s) => Ok(Some((s * 1e9) as u64)),
@@ -193,7 +193,7 @@ impl ReportArgs {
         {
             return Err(ArgError::EmptyWindow);
         }
-        Ok(crate::analysis::Options {
+        Ok(iosched_core::analysis::Options {
             from_ns,
             to_ns,
             devices: self.devices.clone(),

@@ -14,49 +14,30 @@
 
 use std::{collections::VecDeque, io, path::Path};
 
-use crate::{
-    devices::Disk,
+use crate::devices::Disk;
+use iosched_core::{
     event::{Dev, Event, EventKind, Op},
     record::{CompletionCheck, CompletionCounts, DiskCounters},
 };
 
-impl DiskCounters {
-    /// Reads `/sys/block/<name>/stat` now (Documentation/block/stat.rst: fields 1, 5 and 12
-    /// are reads, writes and discards completed, field 9 the requests in flight; kernels
-    /// before 4.18 have no discard fields).
-    pub fn read(name: &str) -> io::Result<DiskCounters> {
-        Self::read_at(Path::new("/sys/block"), name)
-    }
+/// Reads `/sys/block/<name>/stat` now (Documentation/block/stat.rst: fields 1, 5 and 12
+/// are reads, writes and discards completed, field 9 the requests in flight; kernels
+/// before 4.18 have no discard fields).
+pub fn read_disk_counters(name: &str) -> io::Result<DiskCounters> {
+    read_disk_counters_at(Path::new("/sys/block"), name)
+}
 
-    /// As [`read`](Self::read) under another root than `/sys/block` (tests).
-    pub fn read_at(root: &Path, name: &str) -> io::Result<DiskCounters> {
-        let path = root.join(name).join("stat");
-        let text = std::fs::read_to_string(&path)?;
-        let ts_ns = crate::record::ClockBase::now().monotonic_ns;
-        Self::parse(&text, ts_ns).ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: not a block device stat line: {text:?}", path.display()),
-            )
-        })
-    }
-
-    fn parse(text: &str, ts_ns: u64) -> Option<DiskCounters> {
-        let fields: Vec<u64> = text
-            .split_whitespace()
-            .map(|f| f.parse().ok())
-            .collect::<Option<_>>()?;
-        if fields.len() < 11 {
-            return None;
-        }
-        Some(DiskCounters {
-            ts_ns,
-            reads: fields[0],
-            writes: fields[4],
-            discards: fields.get(11).copied().unwrap_or(0),
-            in_flight: fields[8],
-        })
-    }
+/// As [`read_disk_counters`] under another root than `/sys/block` (tests).
+pub fn read_disk_counters_at(root: &Path, name: &str) -> io::Result<DiskCounters> {
+    let path = root.join(name).join("stat");
+    let text = std::fs::read_to_string(&path)?;
+    let ts_ns = iosched_core::record::ClockBase::now().monotonic_ns;
+    DiskCounters::parse_stat(&text, ts_ns).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: not a block device stat line: {text:?}", path.display()),
+        )
+    })
 }
 
 /// The kernel's stat group of an op (block/blk-mq.c `blk_account_io_done` with
@@ -131,7 +112,7 @@ impl CompletionTally {
                 .iter()
                 .filter(|d| d.request_based)
                 .map(|d| (d.name.as_str(), d.dev)),
-            DiskCounters::read,
+            read_disk_counters,
         )
     }
 
@@ -192,7 +173,7 @@ impl CompletionTally {
     /// Reads every device's counters now; completions traced so far belong to the interval
     /// before this snapshot (they happened before it).
     pub fn snapshot(&mut self) {
-        self.snapshot_with(DiskCounters::read)
+        self.snapshot_with(read_disk_counters)
     }
 
     fn snapshot_with(&mut self, mut read: impl FnMut(&str) -> io::Result<DiskCounters>) {
@@ -292,12 +273,12 @@ mod tests {
     #[test]
     fn parses_the_stat_line_with_and_without_discard_fields() {
         let new = "  256 0 2048 1400 7 1 64 3 2 1500 1403 4 0 32 1 0 0";
-        let c = DiskCounters::parse(new, 5).unwrap();
+        let c = DiskCounters::parse_stat(new, 5).unwrap();
         assert_eq!((c.reads, c.writes, c.discards, c.in_flight), (256, 7, 4, 2));
         let old = "256 0 2048 1400 7 1 64 3 0 1500 1403";
-        assert_eq!(DiskCounters::parse(old, 5).unwrap().discards, 0);
-        assert!(DiskCounters::parse("256 0 x", 5).is_none());
-        assert!(DiskCounters::parse("1 2 3", 5).is_none());
+        assert_eq!(DiskCounters::parse_stat(old, 5).unwrap().discards, 0);
+        assert!(DiskCounters::parse_stat("256 0 x", 5).is_none());
+        assert!(DiskCounters::parse_stat("1 2 3", 5).is_none());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::event::Dev;
+use iosched_core::event::Dev;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {

@@ -14,7 +14,7 @@ use std::{
 
 use serde::Serialize;
 
-use crate::{
+use iosched_core::{
     event::{Dev, Event, EventKind, Note, Op},
     input::{InputError, TraceFormat, TraceMeta, TraceSource},
     record::{Header, kind_counts},
@@ -54,7 +54,7 @@ pub struct DumpSummary {
     pub read_errors: Option<u64>,
     /// Per device: completions the kernel counted against those traced (recordings made by
     /// 1.2 and later; see `record::CompletionCheck`).
-    pub completion_checks: Vec<crate::record::CompletionCheck>,
+    pub completion_checks: Vec<iosched_core::record::CompletionCheck>,
     /// Completed requests the kernel counted that have no completion event, summed over
     /// devices; `None` if the trace holds no check.
     pub untraced_completions: Option<u64>,
@@ -676,7 +676,7 @@ struct JsonMeta<'a> {
     format: &'static str,
     path: Cow<'a, str>,
     paired_by_sector: bool,
-    devices: &'a [crate::record::DeviceInfo],
+    devices: &'a [iosched_core::record::DeviceInfo],
     notes: &'a [String],
 }
 
@@ -688,7 +688,7 @@ impl<'a> JsonMeta<'a> {
                 TraceFormat::Blktrace => "blktrace",
             },
             path: meta.path.to_string_lossy(),
-            paired_by_sector: meta.identity == crate::input::Identity::PairedBySector,
+            paired_by_sector: meta.identity == iosched_core::input::Identity::PairedBySector,
             devices: &meta.devices,
             notes: &meta.notes,
         }
@@ -772,7 +772,7 @@ mod tests {
     use super::*;
     use std::path::Path;
 
-    use crate::{
+    use iosched_core::{
         event::{Comm, ReqFlags},
         input::RecordingSource,
         record::{

@@ -8,17 +8,19 @@ use std::{
 
 use anyhow::Context;
 use clap::Parser;
+use iosched_core::{
+    analysis, blktrace, input,
+    record::{DeviceInfo, Header, RecordingWriter, Stats},
+    synth,
+};
 use iosched_trace::{
-    analysis, blktrace,
     cli::{
         Cli, Command, ConvertArgs, DumpArgs, ExplainArgs, LiveArgs, OutputFormat, RecordArgs,
         ReplayArgs, ReportArgs, SynthArgs,
     },
     devices::Sysfs,
-    dump, input, model, preflight,
-    record::{DeviceInfo, Header, RecordingWriter, Stats},
+    dump, preflight,
     recorder::{self, RecordConfig, human_bytes},
-    synth,
 };
 
 fn main() -> ExitCode {
@@ -62,7 +64,7 @@ fn live(args: LiveArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn model_bench(args: &iosched_trace::cli::ModelBenchArgs) -> anyhow::Result<ExitCode> {
-    use model::{replay, scenarios, sched::SchedKind};
+    use iosched_model::{replay, scenarios, sched::SchedKind};
     let w = scenarios::mixed(args.requests, args.processes);
     let r = replay::Replayer::new(
         w,
@@ -101,16 +103,18 @@ fn replayer_for(
     device: Option<&str>,
     profile: Option<&std::path::Path>,
 ) -> anyhow::Result<(
-    model::replay::Replayer,
-    model::replay::Summary,
+    iosched_model::replay::Replayer,
+    iosched_model::replay::Summary,
     analysis::Report,
 )> {
-    let profile = profile.map(model::device::DeviceModel::load).transpose()?;
+    let profile = profile
+        .map(iosched_model::device::DeviceModel::load)
+        .transpose()?;
     let mut source = input::open(file)?;
-    let mut r = model::replay::Replayer::from_source(source.as_mut(), device, profile)?;
+    let mut r = iosched_model::replay::Replayer::from_source(source.as_mut(), device, profile)?;
     r.load_recorded_requests(input::open(file)?.as_mut())?;
     let mut again = input::open(file)?;
-    let (recorded, report) = model::replay::recorded_summary(again.as_mut(), &r.workload)?;
+    let (recorded, report) = iosched_model::replay::recorded_summary(again.as_mut(), &r.workload)?;
     Ok((r, recorded, report))
 }
 
@@ -123,7 +127,7 @@ fn write_out(text: &str) -> anyhow::Result<()> {
 }
 
 fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
-    let extra = model::sched::Settings::parse_pairs(&args.set)?;
+    let extra = iosched_model::sched::Settings::parse_pairs(&args.set)?;
     let (r, recorded, _) = replayer_for(
         &args.file,
         args.device.as_deref(),
@@ -142,7 +146,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     };
     let mut runs = Vec::new();
     for spec in &specs {
-        let cfg = model::replay::Config::parse(spec, &extra)?;
+        let cfg = iosched_model::replay::Config::parse(spec, &extra)?;
         runs.push(
             r.run(&cfg)
                 .with_context(|| format!("replaying under {spec}"))?,
@@ -174,7 +178,7 @@ fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         args.device.as_deref(),
         args.device_profile.as_deref(),
     )?;
-    let e = model::explain::explain(&r, &recorded, &report)?;
+    let e = iosched_model::explain::explain(&r, &recorded, &report)?;
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&e)?;
         s.push('\n');
@@ -228,7 +232,7 @@ fn synth(args: SynthArgs) -> anyhow::Result<ExitCode> {
 
 /// A modelled scenario written as a recording, as if recorded under `--sched`.
 fn synth_scenario(args: &SynthArgs, name: &str) -> anyhow::Result<ExitCode> {
-    use model::scenarios;
+    use iosched_model::scenarios;
     let (w, dev) = match name {
         "dsync-journal" => (
             scenarios::dsync_journal(args.ios),
@@ -240,7 +244,7 @@ fn synth_scenario(args: &SynthArgs, name: &str) -> anyhow::Result<ExitCode> {
         ),
         other => anyhow::bail!("unknown scenario {other:?} (known: dsync-journal, mixed)"),
     };
-    let cfg = model::replay::Config::parse(&args.sched, &Default::default())?;
+    let cfg = iosched_model::replay::Config::parse(&args.sched, &Default::default())?;
     let events = scenarios::trace(&w, &dev, cfg.sched, &cfg.settings)?;
     let mut device = w.device.clone();
     device.scheduler = Some(cfg.sched.name().to_string());

@@ -8,10 +8,8 @@
 
 use iosched_trace_common::{NO_OFFSET, Offsets};
 
-use crate::{
-    btf::{Btf, BtfError},
-    event::{Op, ReqFlags},
-};
+use crate::btf::{Btf, BtfError};
+use iosched_core::event::{Op, ReqFlags};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {

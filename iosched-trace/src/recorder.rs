@@ -17,14 +17,16 @@ use anyhow::Context;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
-    blktrace::BlktraceWriter,
     btf::Btf,
     capture::{Capture, CaptureOptions, ProgramSet},
     cli::OutputFormat,
     completions::CompletionTally,
     devices::Disk,
-    event::Event,
     probe::KernelLayout,
+};
+use iosched_core::{
+    blktrace::BlktraceWriter,
+    event::Event,
     record::{ClockBase, DeviceInfo, Header, ProcessInfo, RecordingWriter, Stats},
 };
 
@@ -64,16 +66,13 @@ pub struct RecordSummary {
     pub ended_by: String,
 }
 
-/// The header note of a recording made with `--no-plugs` (readers look for it).
-pub const NOTE_NO_PLUGS: &str = "plug and unplug were not traced (--no-plugs)";
-
 /// How often the file is flushed and the loss counters are saved: what a kill -9 can cost.
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
 /// How long to wait for a wake-up before draining anyway (events below the wake-up threshold).
 /// The recording's write buffer gathers only the small chunks (processes, statistics):
 /// an EVENTS chunk is larger, so `BufWriter` hands it to the file as it is, uncopied.
 const SMALL_CHUNKS_BUFFER: usize = 16 << 10;
-const _: () = assert!(SMALL_CHUNKS_BUFFER < crate::record::DEFAULT_CHUNK_BYTES);
+const _: () = assert!(SMALL_CHUNKS_BUFFER < iosched_core::record::DEFAULT_CHUNK_BYTES);
 const IDLE_DRAIN: Duration = Duration::from_millis(100);
 /// Age after which every event is surely out of the kernel and stored.
 const SETTLED_AFTER_NS: u64 = 500_000_000;
@@ -110,7 +109,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         header.notes.push(note);
     }
     if !config.plugs {
-        header.notes.push(NOTE_NO_PLUGS.into());
+        header.mark_plugs_untraced();
     }
     if blkio_v1 {
         header.notes.push(
@@ -159,7 +158,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
 
     // The scheduler's log: its guard restores tracefs when dropped, also on an error below.
     let sched_log = if config.sched_log {
-        let disks: Vec<(String, crate::event::Dev)> = config
+        let disks: Vec<(String, iosched_core::event::Dev)> = config
             .disks
             .iter()
             .filter(|d| d.request_based)
@@ -341,7 +340,7 @@ trait Sink {
     fn events_pushed(&self) -> u64;
     fn bytes_written(&self) -> u64;
     /// Stores the scheduler's messages (`--sched-log`).
-    fn notes(&mut self, notes: &[crate::event::Note]) -> anyhow::Result<()>;
+    fn notes(&mut self, notes: &[iosched_core::event::Note]) -> anyhow::Result<()>;
     /// Writes the end, syncs, and returns the number of events stored.
     fn finish(
         self: Box<Self>,
@@ -373,7 +372,7 @@ impl Sink for RecordingWriter<BufWriter<File>> {
         RecordingWriter::bytes_written(self)
     }
 
-    fn notes(&mut self, notes: &[crate::event::Note]) -> anyhow::Result<()> {
+    fn notes(&mut self, notes: &[iosched_core::event::Note]) -> anyhow::Result<()> {
         Ok(self.write_notes(notes)?)
     }
 
@@ -427,7 +426,7 @@ impl Sink for BlktraceSink {
         self.writer.bytes_written()
     }
 
-    fn notes(&mut self, notes: &[crate::event::Note]) -> anyhow::Result<()> {
+    fn notes(&mut self, notes: &[iosched_core::event::Note]) -> anyhow::Result<()> {
         if !notes.is_empty() {
             eprintln!(
                 "warning: --sched-log: blktrace files written here do not keep scheduler \
@@ -651,7 +650,7 @@ mod tests {
         let ev = |pid: u32, cgroup_id: u64| Event {
             pid,
             cgroup_id,
-            ..crate::record::test_support::sample_events(1)[0]
+            ..iosched_core::record::test_support::sample_events(1)[0]
         };
         let mut firsts = Vec::new();
         for (pid, cg) in [

@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::model::{
+use iosched_model::{
     device::{DeviceModel, FitQuality},
     explain::{Estimate, Explanation},
     replay::{ContinuedNote, Replayer, Run, Summary},
@@ -311,7 +311,7 @@ fn kv(m: &std::collections::BTreeMap<&'static str, u64>) -> String {
 
 /// One decision as a line, queues named after their process.
 pub fn decision_text(r: &Replayer, d: &Decided) -> String {
-    use crate::model::sched::Decision::*;
+    use iosched_model::sched::Decision::*;
     let n = |s: u32| r.workload.stream_name(s);
     let what = match &d.d {
         InService {

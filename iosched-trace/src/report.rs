@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, fmt::Write};
 
-use crate::analysis::{
+use iosched_core::analysis::{
     Report,
     latency::LatencySummary,
     model::{DeviceReport, DirectionReport, ProcessReport},
@@ -468,5 +468,32 @@ mod tests {
         assert_eq!(human_ns(2_000_000_000.0), "2.00 s");
         assert_eq!(human_bytes(4096.0), "4.0 KiB");
         assert_eq!(human_bytes(3.0 * 1024.0 * 1024.0), "3.0 MiB");
+    }
+
+    /// `report` says how long the I/O itself took when notes outside it lengthen its window
+    /// by more than 1%, and not otherwise.
+    #[test]
+    fn the_report_gives_the_ios_own_span_beside_a_window_notes_lengthen() {
+        let (info, events, noted) = iosched_model::scenarios::reads_between_notes();
+        let report = |events: Vec<iosched_core::event::Event>| {
+            let mut src = iosched_core::input::MemorySource::new(vec![info.clone()], events);
+            iosched_core::analysis::analyze(&mut src, &iosched_core::analysis::Options::default())
+                .unwrap()
+        };
+        let (plain, with_notes) = (report(events), report(noted));
+        assert_eq!(plain.trace.io_span_ns, Some(plain.trace.duration_ns));
+        assert_eq!(with_notes.trace.io_span_ns, plain.trace.io_span_ns);
+        assert_eq!(
+            with_notes.trace.duration_ns,
+            plain.trace.duration_ns + 500_000_000
+        );
+        let header = |r| render(r).lines().nth(1).unwrap().to_owned();
+        let span = human_ns(plain.trace.duration_ns as f64);
+        assert!(
+            header(&with_notes).contains(&format!("I/O {span} of it")),
+            "{}",
+            header(&with_notes)
+        );
+        assert!(!header(&plain).contains("I/O"), "{}", header(&plain));
     }
 }

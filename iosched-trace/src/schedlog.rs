@@ -26,7 +26,7 @@ use std::{
     time::Duration,
 };
 
-use crate::event::{Dev, Note};
+use iosched_core::event::{Dev, Note};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SchedLogError {

@@ -16,10 +16,8 @@ use std::{
     sync::atomic::{AtomicU32, Ordering},
 };
 
-pub use iosched_testbed::{
-    model::{DiskModel, DiskParams},
-    rig::{Hdd, HddConfig, State},
-};
+pub use iosched_disk::{DiskModel, DiskParams};
+pub use iosched_testbed::rig::{Hdd, HddConfig, State};
 
 /// The `iosched-hdd` daemon: `IOSCHED_HDD_BIN`, else the workspace's release then debug build.
 pub fn daemon_binary() -> PathBuf {

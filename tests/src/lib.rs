@@ -18,7 +18,7 @@ use std::{
 };
 
 use anyhow::{Context, bail, ensure};
-use iosched_trace::{
+use iosched_core::{
     event::{Event, EventKind},
     record::RecordingReader,
 };
@@ -293,7 +293,7 @@ pub struct Recording {
     pub sent: Option<u64>,
     pub footer_total: Option<u64>,
     /// The kernel's completion counters next to the traced completions, per device.
-    pub completions: Vec<iosched_trace::record::CompletionCheck>,
+    pub completions: Vec<iosched_core::record::CompletionCheck>,
 }
 
 pub fn read_recording(path: &Path) -> anyhow::Result<Recording> {

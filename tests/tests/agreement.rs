@@ -4,16 +4,14 @@
 //! the known agreement in the test bed's table. Needs no root (nothing is recorded), but
 //! lives here, the one package that links both the library and the test bed.
 
-use iosched_testbed::scenario::validate::{Agreement, AgreementRow, agreement_table};
-use iosched_trace::{
-    event::Note,
-    model::{
-        bfqcheck::DecisionCheck,
-        bfqlog::{self, DispatchPoint},
-        scenarios::sched_note as note,
-        sched::{Decided, Decision, ExpireReason},
-    },
+use iosched_core::event::Note;
+use iosched_model::{
+    bfqcheck::DecisionCheck,
+    bfqlog::{self, DispatchPoint},
+    scenarios::sched_note as note,
+    sched::{Decided, Decision, ExpireReason},
 };
+use iosched_testbed::scenario::validate::{Agreement, AgreementRow, agreement_table};
 
 fn expire(t: u64, reason: ExpireReason) -> Decided {
     Decided {

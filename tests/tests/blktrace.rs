@@ -8,7 +8,7 @@ use std::{
     process::Command,
 };
 
-use iosched_trace::{
+use iosched_core::{
     blktrace::BlktraceSource,
     event::{Event, EventKind},
     input::TraceSource,
@@ -22,7 +22,7 @@ use iosched_trace_tests::{
 fn our_action_counts(events: &[Event]) -> BTreeMap<String, u64> {
     let mut counts = BTreeMap::new();
     for ev in events {
-        if iosched_trace::blktrace::map::kind_action(ev).is_some() {
+        if iosched_core::blktrace::map::kind_action(ev).is_some() {
             *counts
                 .entry(ev.kind.action(ev.error == 1).to_string())
                 .or_default() += 1;

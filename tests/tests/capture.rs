@@ -3,7 +3,7 @@
 
 use std::{collections::HashMap, process::Command};
 
-use iosched_trace::event::{EventKind, Op};
+use iosched_core::event::{EventKind, Op};
 use iosched_trace_tests::{
     FtraceBlk, LoopDevice, Recorder, ScratchDir, binary, dd, our_multiset, read_recording,
     real_kernel_available,

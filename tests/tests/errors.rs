@@ -4,7 +4,7 @@
 
 use std::{fs, process::Command};
 
-use iosched_trace::event::EventKind;
+use iosched_core::event::EventKind;
 use iosched_trace_tests::{
     LoopDevice, Recorder, ScratchDir, binary, dd, read_recording, real_kernel_available,
 };

@@ -5,13 +5,11 @@
 
 use std::{fs, path::PathBuf, process::Command};
 
+use iosched_core::record::RecordingReader;
+use iosched_model::bfqlog::{self, BfqLogged};
 use iosched_testbed::scenario::{
     self, RunOptions, Tools,
     validate::{self, Replayed},
-};
-use iosched_trace::{
-    model::bfqlog::{self, BfqLogged},
-    record::RecordingReader,
 };
 use iosched_trace_tests::{
     LoopDevice, Recorder, ScratchDir, binary, dd, hdd::daemon_binary, real_kernel_available,

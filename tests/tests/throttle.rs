@@ -11,7 +11,7 @@ use std::{
 };
 
 use anyhow::Context;
-use iosched_trace::event::EventKind;
+use iosched_core::event::EventKind;
 use iosched_trace_tests::{
     LoopDevice, Recorder, ScratchDir, binary, fio, read_recording, real_kernel_available, run,
 };

@@ -5,7 +5,7 @@
 
 use std::{path::PathBuf, process::Command};
 
-use iosched_trace::{event::EventKind, record::RecordingReader};
+use iosched_core::{event::EventKind, record::RecordingReader};
 use iosched_trace_tests::{
     LoopDevice, Recorder, ScratchDir, dd, read_recording, real_kernel_available, run,
 };
@@ -99,9 +99,9 @@ fn jbd2_wakes_a_dsync_writer() {
 
     // The model reads the same: dd's writes wait for jbd2's commits, and (observed now, not
     // guessed from timing) jbd2's commits wait for dd's writes.
-    let mut source = iosched_trace::input::open(&file).unwrap();
-    let w = iosched_trace::model::workload::extract(source.as_mut(), None).unwrap();
-    let stream = |pred: &dyn Fn(&iosched_trace::model::workload::Stream) -> bool| {
+    let mut source = iosched_core::input::open(&file).unwrap();
+    let w = iosched_model::workload::extract(source.as_mut(), None).unwrap();
+    let stream = |pred: &dyn Fn(&iosched_model::workload::Stream) -> bool| {
         w.streams.iter().position(pred).unwrap() as u32
     };
     let dd_s = stream(&|s| s.pid == pid);

@@ -5,10 +5,10 @@ use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::Context as _;
 use clap::Parser;
+use iosched_disk::DiskModel;
 use iosched_testbed::{
     args::{ModelArgs, parse_size},
     daemon::{self, Config},
-    model::DiskModel,
 };
 
 #[derive(Parser)]

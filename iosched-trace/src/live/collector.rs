@@ -23,8 +23,8 @@ use crate::{
     completions::CompletionTally,
     devices::Disk,
     probe::KernelLayout,
-    record::{ClockBase, DeviceInfo},
 };
+use iosched_core::record::{ClockBase, DeviceInfo};
 
 use super::interval::{IntervalBuilder, Reorder, Snapshot};
 
@@ -211,7 +211,7 @@ async fn run(
             // Snapshots older than the reorder delay have all their events by now.
             tally.settle(watermark);
             tally.snapshot();
-            builder.set_untraced(crate::record::untraced_total(&tally.checks()));
+            builder.set_untraced(iosched_core::record::untraced_total(&tally.checks()));
         }
         reorder.release(watermark, |ev| builder.push(ev, &mut done));
         builder.advance_to(watermark, &mut done);

@@ -17,7 +17,7 @@ use std::{
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::{
+use iosched_core::{
     analysis::{
         Aggregator, Options, Report, Window,
         latency::Stage,
@@ -177,7 +177,8 @@ impl LifeSink for IntervalSink {
             q: bio.q,
             d: bio.d,
             c: bio.c,
-            write: crate::timeline::Direction::of(bio.op) == crate::timeline::Direction::Write,
+            write: iosched_core::timeline::Direction::of(bio.op)
+                == iosched_core::timeline::Direction::Write,
         });
     }
     fn request_done(&mut self, rq: &RequestLife) {

@@ -10,7 +10,7 @@ use super::{
     interval::{IntervalBuilder, LatencyHist, RecentIo, Reorder, Snapshot},
     ui,
 };
-use crate::{
+use iosched_core::{
     analysis::{self, Options},
     event::{Event, Op},
     input::MemorySource,
@@ -497,6 +497,6 @@ fn batch_text_has_a_row_per_process_and_json_keeps_absolute_times() {
     assert_eq!(v["to_ns"], snap.to_ns);
     assert_eq!(
         v["devices"][0]["report"]["schema"],
-        crate::analysis::model::SCHEMA
+        iosched_core::analysis::model::SCHEMA
     );
 }

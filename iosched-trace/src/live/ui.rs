@@ -201,7 +201,7 @@ pub fn render(app: &App, frame: &mut Frame) {
     }
 }
 
-pub(super) fn tunables(info: &crate::record::DeviceInfo) -> String {
+pub(super) fn tunables(info: &iosched_core::record::DeviceInfo) -> String {
     let wanted: &[&str] = match info.scheduler.as_deref() {
         Some("bfq") => &["slice_idle", "low_latency"],
         Some("mq-deadline") => &["read_expire", "write_expire", "fifo_batch"],

@@ -1,0 +1,21 @@
+//! iosched-core: what iosched-trace knows about block I/O once it has been captured. No
+//! kernel access, no async runtime: everything here runs on any machine, on any trace.
+//!
+//! The data path, bottom up:
+//! - [`event`]: the decoded event model every other part works with.
+//! - [`record`]: our recording format (header, chunks, stats, footer), written and read.
+//! - [`blktrace`]: blktrace's binary format, read as a trace source and written from ours.
+//! - [`input`]: any trace we read as one time-ordered [`input::TraceSource`].
+//! - [`timeline`]: each request's and bio's life, rebuilt from the events.
+//! - [`analysis`]: per device/process/cgroup numbers from the timeline (`report`'s data).
+//! - [`devmap`]: small per-device maps the hot loops use.
+//! - [`synth`]: synthetic recordings of known shape (benchmarks, tests).
+
+pub mod analysis;
+pub mod blktrace;
+pub mod devmap;
+pub mod event;
+pub mod input;
+pub mod record;
+pub mod synth;
+pub mod timeline;
