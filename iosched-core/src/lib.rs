@@ -5,7 +5,7 @@
 //! - [`event`]: the decoded event model every other part works with.
 //! - [`record`]: our recording format (header, chunks, stats, footer), written and read.
 //! - [`blktrace`]: blktrace's binary format, read as a trace source and written from ours.
-//! - [`input`]: any trace we read as one time-ordered [`input::TraceSource`].
+//! - [`input`]: any trace we read as one time-ordered [`source::TraceSource`].
 //! - [`timeline`]: each request's and bio's life, rebuilt from the events.
 //! - [`analysis`]: per device/process/cgroup numbers from the timeline (`report`'s data).
 //! - [`devmap`]: small per-device maps the hot loops use.
@@ -15,7 +15,8 @@ pub mod analysis;
 pub mod blktrace;
 pub mod devmap;
 pub mod event;
-pub mod input;
 pub mod record;
+pub mod source;
 pub mod synth;
 pub mod timeline;
+pub mod trace_file;

@@ -221,7 +221,7 @@ pub fn generate<E>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{analysis, input::MemorySource, record::DeviceInfo};
+    use crate::{analysis, record::DeviceInfo, source::MemorySource};
 
     #[test]
     fn synthetic_trace_reports_its_own_counts_without_anomalies() {

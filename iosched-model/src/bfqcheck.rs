@@ -27,7 +27,7 @@ use serde::Serialize;
 
 use iosched_core::{
     event::{Dev, Event, EventKind, Note, Op, ReqFlags},
-    input::{InputError, TraceSource},
+    source::{InputError, TraceSource},
     timeline::{DeviceState, LifeSink, RequestLife, Submitter, Timeline},
 };
 

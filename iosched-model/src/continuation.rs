@@ -32,8 +32,8 @@ use super::{
     workload::{Io, StreamKind, Trigger, Workload},
 };
 
-/// The setting that chooses the [`Mode`].
-pub const KEY: &str = "continue";
+/// The setting that chooses the [`Mode`] (one of the simulator's keys, `sched::SIM_KEYS`).
+pub const KEY: &str = super::sched::CONTINUE_KEY;
 
 /// A process needs this many bios for its pattern to say anything.
 pub const MIN_IOS: usize = 8;

@@ -13,7 +13,7 @@
 use crate::workload;
 use iosched_core::{
     event::{EventKind, Op},
-    input::MemorySource,
+    source::MemorySource,
 };
 
 use super::{

@@ -10,7 +10,7 @@
 //! could merge.
 
 use crate::{explain, workload};
-use iosched_core::input::MemorySource;
+use iosched_core::source::MemorySource;
 
 use super::{
     device::DeviceModel,

@@ -6,7 +6,7 @@
 use crate::{explain, workload};
 use iosched_core::{
     event::{Note, Op},
-    input::MemorySource,
+    source::MemorySource,
 };
 
 use super::{

@@ -3,7 +3,7 @@
 use crate::{explain, workload};
 use iosched_core::{
     event::{Event, Op},
-    input::MemorySource,
+    source::MemorySource,
 };
 
 use super::{

@@ -25,7 +25,9 @@ use iosched_core::{
     timeline::BioLife,
 };
 
-use super::workload::SLEPT_NS;
+/// A bio whose request came this long after its Q slept for it (allocation itself takes a
+/// few µs): a wait in `rq_qos_wait` or for a tag.
+pub const SLEPT_NS: u64 = 20_000;
 
 /// Waits this close together are told as one period.
 pub const JOIN_NS: u64 = 10_000_000;

@@ -5,7 +5,7 @@
 use crate::{explain, workload};
 use iosched_core::{
     event::{Event, EventKind, Op},
-    input::MemorySource,
+    source::MemorySource,
 };
 
 use super::{
@@ -14,7 +14,8 @@ use super::{
     scenarios::{device, empty, flat_disk, push, stream},
     sched::{self, Decision, SchedEnv, SchedKind, Settings},
     sim::{self, SimConfig},
-    workload::{SLEPT_NS, StreamKind, Trigger, Workload},
+    throttle::SLEPT_NS,
+    workload::{StreamKind, Trigger, Workload},
 };
 
 /// A flash device serving 8 requests at once, 1 ms each whatever their size.

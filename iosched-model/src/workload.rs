@@ -26,8 +26,8 @@ use serde::Serialize;
 
 use iosched_core::{
     event::{Comm, Dev, Op, ReqFlags},
-    input::{InputError, TraceSource},
     record::DeviceInfo,
+    source::{InputError, TraceSource},
     timeline::{BioLife, DeviceState, LifeSink, RequestLife, Submitter, Timeline},
 };
 
@@ -135,10 +135,6 @@ pub struct Stream {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub until_ns: Option<u64>,
 }
-
-/// A bio whose request came this long after its Q slept for it (allocation itself takes a
-/// few µs).
-pub const SLEPT_NS: u64 = 20_000;
 
 impl Stream {
     /// Asleep for requests most of the time (a process woken by a batch of completions
@@ -585,7 +581,7 @@ pub fn from_bios_and_wakeups(
         streams[id as usize].ios += 1;
         streams[id as usize].last_io = ios.len() as u32;
         if let Some((q, g)) = b.q.zip(b.g)
-            && g > q + SLEPT_NS
+            && g > q + super::throttle::SLEPT_NS
         {
             streams[id as usize].slept_for_request += 1;
             streams[id as usize].slept_ns += g - q;
@@ -721,7 +717,9 @@ pub fn from_bios_and_wakeups(
                 && !held_by_queue[s]
                 && t - tc <= DEP_WINDOW_NS
                 && last_q[s].is_none_or(|(tq, q)| {
-                    *tc > tq && ios[q as usize].rec_submitted <= ios[q as usize].rec_q + SLEPT_NS
+                    *tc > tq
+                        && ios[q as usize].rec_submitted
+                            <= ios[q as usize].rec_q + super::throttle::SLEPT_NS
                 })
         });
         let trigger = if !io.sync {

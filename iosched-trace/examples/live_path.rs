@@ -19,8 +19,9 @@ use anyhow::Context;
 use iosched_core::{
     analysis::Aggregator,
     event::{Event, EventKind},
-    input,
+    source,
     timeline::{LifeSink, Timeline},
+    trace_file,
 };
 use iosched_trace::live::interval::{IntervalBuilder, Reorder};
 
@@ -41,7 +42,7 @@ fn main() -> anyhow::Result<()> {
         Some(r) => r.parse().context("ROUNDS must be a number")?,
         None => 3,
     };
-    let mut source = input::open(Path::new(&path))?;
+    let mut source = trace_file::open(Path::new(&path))?;
     let devices = source.meta().devices.clone();
     let mut events = Vec::new();
     while let Some(ev) = source.next_event() {

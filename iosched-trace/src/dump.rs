@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use iosched_core::{
     event::{Dev, Event, EventKind, Note, Op},
-    input::{InputError, TraceFormat, TraceMeta, TraceSource},
     record::{Header, kind_counts},
+    source::{InputError, TraceFormat, TraceMeta, TraceSource},
 };
 
 /// How to dump.
@@ -688,7 +688,7 @@ impl<'a> JsonMeta<'a> {
                 TraceFormat::Blktrace => "blktrace",
             },
             path: meta.path.to_string_lossy(),
-            paired_by_sector: meta.identity == iosched_core::input::Identity::PairedBySector,
+            paired_by_sector: meta.identity == iosched_core::source::Identity::PairedBySector,
             devices: &meta.devices,
             notes: &meta.notes,
         }
@@ -774,11 +774,11 @@ mod tests {
 
     use iosched_core::{
         event::{Comm, ReqFlags},
-        input::RecordingSource,
         record::{
             RecordingReader, RecordingWriter,
             test_support::{event_at, process, sample_header, sample_stats},
         },
+        source::RecordingSource,
     };
 
     const T0: u64 = 5_000_000_000;

@@ -9,9 +9,9 @@ use std::{
 use anyhow::Context;
 use clap::Parser;
 use iosched_core::{
-    analysis, blktrace, input,
+    analysis, blktrace,
     record::{DeviceInfo, Header, RecordingWriter, Stats},
-    synth,
+    synth, trace_file,
 };
 use iosched_trace::{
     cli::{
@@ -110,10 +110,10 @@ fn replayer_for(
     let profile = profile
         .map(iosched_model::device::DeviceModel::load)
         .transpose()?;
-    let mut source = input::open(file)?;
+    let mut source = trace_file::open(file)?;
     let mut r = iosched_model::replay::Replayer::from_source(source.as_mut(), device, profile)?;
-    r.load_recorded_requests(input::open(file)?.as_mut())?;
-    let mut again = input::open(file)?;
+    r.load_recorded_requests(trace_file::open(file)?.as_mut())?;
+    let mut again = trace_file::open(file)?;
     let (recorded, report) = iosched_model::replay::recorded_summary(again.as_mut(), &r.workload)?;
     Ok((r, recorded, report))
 }
@@ -279,7 +279,7 @@ fn synth_scenario(args: &SynthArgs, name: &str) -> anyhow::Result<ExitCode> {
 
 fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let opts = args.options()?;
-    let mut source = input::open(&args.file)?;
+    let mut source = trace_file::open(&args.file)?;
     let mut opts = opts;
     // Cgroup filters by path: find the ids in the trace's process table.
     let by_path: Vec<u64> = source
@@ -374,7 +374,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
-    let mut source = input::open(&args.file)?;
+    let mut source = trace_file::open(&args.file)?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let result = if args.json {
@@ -396,7 +396,7 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn convert(args: ConvertArgs) -> anyhow::Result<ExitCode> {
-    let mut source = input::open(&args.file)?;
+    let mut source = trace_file::open(&args.file)?;
     match args.to {
         OutputFormat::Blktrace => {
             let summary = blktrace::export(source.as_mut(), &args.output)?;

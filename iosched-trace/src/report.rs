@@ -476,7 +476,7 @@ mod tests {
     fn the_report_gives_the_ios_own_span_beside_a_window_notes_lengthen() {
         let (info, events, noted) = iosched_model::scenarios::reads_between_notes();
         let report = |events: Vec<iosched_core::event::Event>| {
-            let mut src = iosched_core::input::MemorySource::new(vec![info.clone()], events);
+            let mut src = iosched_core::source::MemorySource::new(vec![info.clone()], events);
             iosched_core::analysis::analyze(&mut src, &iosched_core::analysis::Options::default())
                 .unwrap()
         };

@@ -11,7 +11,7 @@ use std::{
 use iosched_core::{
     blktrace::BlktraceSource,
     event::{Event, EventKind},
-    input::TraceSource,
+    source::TraceSource,
 };
 use iosched_trace_tests::{
     LoopDevice, Recorder, ScratchDir, binary, dd, read_recording, real_kernel_available,

@@ -99,7 +99,7 @@ fn jbd2_wakes_a_dsync_writer() {
 
     // The model reads the same: dd's writes wait for jbd2's commits, and (observed now, not
     // guessed from timing) jbd2's commits wait for dd's writes.
-    let mut source = iosched_core::input::open(&file).unwrap();
+    let mut source = iosched_core::trace_file::open(&file).unwrap();
     let w = iosched_model::workload::extract(source.as_mut(), None).unwrap();
     let stream = |pred: &dyn Fn(&iosched_model::workload::Stream) -> bool| {
         w.streams.iter().position(pred).unwrap() as u32

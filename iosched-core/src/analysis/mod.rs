@@ -21,7 +21,7 @@ use rustc_hash::FxHashMap;
 use crate::{
     devmap::DevMap,
     event::{Dev, Event, EventKind, ReqFlags},
-    input::{InputError, TraceSource},
+    source::{InputError, TraceSource},
     timeline::{BioLife, DeviceState, Direction, LifeSink, RequestLife, Submitter, Timeline},
 };
 

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use crate::{
     event::Dev,
-    input::{Identity, InputError, TraceFormat, TraceSource},
     record::DeviceInfo,
+    source::{Identity, InputError, TraceFormat, TraceSource},
     timeline::{Anomalies, Direction},
 };
 

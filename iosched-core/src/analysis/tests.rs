@@ -3,8 +3,8 @@
 use super::*;
 use crate::{
     event::Op,
-    input::MemorySource,
     record::DeviceInfo,
+    source::MemorySource,
     timeline::sim::{DEV, Sim},
 };
 

@@ -1,5 +1,5 @@
 //! blktrace interoperability: its binary format ([`format`]), our events <-> its records
-//! ([`map`]), reading its per-CPU files and merged dumps as a [`crate::input::TraceSource`]
+//! ([`map`]), reading its per-CPU files and merged dumps as a [`crate::source::TraceSource`]
 //! ([`read`], identities by [`pairing`]), and writing our events as its files ([`write`],
 //! [`export`]). Spec and the list of conversion losses: docs/BLKTRACE.md.
 
@@ -14,7 +14,7 @@ use std::path::Path;
 pub use read::BlktraceSource;
 pub use write::{BlktraceWriter, WriteError, WriteSummary};
 
-use crate::input::{InputError, TraceSource};
+use crate::source::{InputError, TraceSource};
 
 /// What blktrace files cannot hold, for the converter's output and the docs.
 pub const LOSSES: &[&str] = &[

@@ -22,8 +22,8 @@ use super::{
 };
 use crate::{
     event::{Comm, Dev, Event, Note},
-    input::{Identity, InputError, TraceFormat, TraceMeta, TraceSource},
     record::{DeviceInfo, ProcessInfo},
+    source::{Identity, InputError, TraceFormat, TraceMeta, TraceSource},
 };
 
 /// One input stream: a per-CPU file or a merged dump.

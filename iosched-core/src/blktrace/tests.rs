@@ -12,8 +12,8 @@ use proptest::prelude::*;
 use super::{BlktraceSource, BlktraceWriter, map::blktrace_view};
 use crate::{
     event::{Comm, Dev, Event, EventKind, Note, Op, ReqFlags},
-    input::{Identity, TraceFormat, TraceSource},
     record::{ClockBase, DeviceInfo, test_support::event_at},
+    source::{Identity, TraceFormat, TraceSource},
 };
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -161,7 +161,7 @@ fn read_all(source: &mut dyn TraceSource) -> Vec<Event> {
     out
 }
 
-fn open_bytes(streams: Vec<(&str, Vec<u8>)>) -> Result<BlktraceSource, crate::input::InputError> {
+fn open_bytes(streams: Vec<(&str, Vec<u8>)>) -> Result<BlktraceSource, crate::source::InputError> {
     BlktraceSource::from_streams(
         Path::new("fixture"),
         streams.into_iter().map(|(n, b)| stream(n, b)).collect(),

@@ -583,6 +583,9 @@ impl Settings {
 /// The cgroup id `own_group=COMM` gives the processes it names: no recorded cgroup has it.
 pub const OWN_GROUP_CGROUP: u64 = u64::MAX - 1;
 
+/// `continue=0|1|auto`: continue time-bounded processes to their end (`continuation`'s mode).
+pub const CONTINUE_KEY: &str = "continue";
+
 /// Keys the simulator itself takes, whatever the scheduler.
 /// `own_group=COMM`: the processes named COMM were in a cgroup of their own (a v1 `blkio`
 /// group is invisible to a recording, which sees cgroup v2 ids; seed 001's dd).
@@ -597,7 +600,7 @@ pub const SIM_KEYS: &[&str] = &[
     "iodepth",
     "wbt_limit",
     "wbt_drain",
-    super::continuation::KEY,
+    CONTINUE_KEY,
 ];
 
 /// `6.18.0-1-amd64` -> 6018.

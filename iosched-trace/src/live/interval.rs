@@ -25,8 +25,8 @@ use iosched_core::{
     },
     devmap::DevMap,
     event::{Dev, Event, EventKind, Note},
-    input::{Identity, InputError, TraceFormat, TraceMeta, TraceSource},
     record::{DeviceInfo, ProcessInfo},
+    source::{Identity, InputError, TraceFormat, TraceMeta, TraceSource},
     timeline::{Anomalies, BioLife, DeviceState, LifeSink, RequestLife, Submitter, Timeline},
 };
 

@@ -13,8 +13,8 @@ use super::{
 use iosched_core::{
     analysis::{self, Options},
     event::{Event, Op},
-    input::MemorySource,
     record::DeviceInfo,
+    source::MemorySource,
     synth,
     timeline::sim::{DEV, Sim},
 };

@@ -1,9 +1,11 @@
-//! Any trace we can analyze, behind one interface: our own recordings, and (by the blktrace
-//! reader) blktrace's per-CPU files. Analyses (`report`, `live`, `explain`) read a
-//! [`TraceSource`] and never care which format it came from, except where the format limits
-//! what can be known ([`Identity`]).
+//! Any trace we can analyze, behind one interface: our own recordings ([`RecordingSource`]),
+//! blktrace's per-CPU files (`blktrace::BlktraceSource`), events in memory
+//! ([`MemorySource`]). Analyses (`report`, `live`, `explain`) read a [`TraceSource`] and never
+//! care which format it came from, except where the format limits what can be known
+//! ([`Identity`]). Opening a path of either format is `trace_file`'s, above both readers.
 //!
-//! Owns: opening a path, telling formats apart, time-ordering events. Must not: analyze.
+//! Owns: the source interface, time-ordering a recording's events. Must not: analyze, know
+//! blktrace.
 
 use std::{
     collections::BTreeMap,
@@ -13,7 +15,6 @@ use std::{
 };
 
 use crate::{
-    blktrace::{BlktraceSource, format},
     event::{Event, Note},
     record::{
         ChunkOrdered, DeviceInfo, EventRef, Footer, FormatError, Header, ProcessInfo,
@@ -183,47 +184,6 @@ pub enum InputError {
     Recording(#[from] FormatError),
     #[error("{path}: {reason}")]
     Unreadable { path: PathBuf, reason: String },
-}
-
-/// Opens a trace of any format we read: a recording of ours, or blktrace files (one file, a
-/// directory of them, or the `DEV` prefix of `DEV.blktrace.N`), told apart by their magic.
-pub fn open(path: &Path) -> Result<Box<dyn TraceSource>, InputError> {
-    if sniff(path)? == TraceFormat::Blktrace {
-        return Ok(Box::new(BlktraceSource::open(path)?));
-    }
-    let reader = RecordingReader::open(path)?;
-    Ok(Box::new(RecordingSource::new(path, reader)))
-}
-
-/// Which format `path` holds. Anything that is not a file (a directory, a `DEV` prefix) can
-/// only be blktrace; a file is blktrace if it starts with its magic (either byte order).
-pub fn sniff(path: &Path) -> Result<TraceFormat, InputError> {
-    if path.is_dir() {
-        return Ok(TraceFormat::Blktrace);
-    }
-    if !path.exists() {
-        // A `DEV` prefix of blktrace files; otherwise let the recording reader say what is
-        // missing.
-        return Ok(if crate::blktrace::read::trace_files(path).is_ok() {
-            TraceFormat::Blktrace
-        } else {
-            TraceFormat::Recording
-        });
-    }
-    let mut magic = [0u8; 4];
-    let mut f = File::open(path).map_err(|e| InputError::Unreadable {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    let n = f.read(&mut magic).map_err(|e| InputError::Unreadable {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
-    Ok(if n == 4 && format::sniff(magic).is_some() {
-        TraceFormat::Blktrace
-    } else {
-        TraceFormat::Recording
-    })
 }
 
 /// A recording of ours, events put in time order by [`ChunkOrdered`] (what [`TimeOrdered`]
@@ -615,7 +575,7 @@ mod tests {
             let expected: Vec<Event> = oracle.by_ref().collect();
             assert_eq!(oracle.late(), 1, "{name}");
             for batch in [0, 1, 100, 4096] {
-                let mut mapped = open(&path).unwrap();
+                let mut mapped = crate::trace_file::open(&path).unwrap();
                 let mut read =
                     RecordingSource::new(&path, RecordingReader::new(&bytes[..]).unwrap());
                 assert_eq!(
