@@ -60,7 +60,7 @@ pub mod kind {
     pub const SLEEPRQ: u16 = 22;
     /// blktrace B (bounce), read from blktrace files only (no current kernel emits it).
     pub const BOUNCE: u16 = 23;
-    /// `sched_wakeup` (`record --wakeups`): the current task (the event's pid/tgid/comm, the
+    /// `sched_waking` (`record --wakeups`): the current task (the event's pid/tgid/comm, the
     /// waker) woke a task that queued I/O on a traced device. `aux` = wakee pid | wakee
     /// tgid << 32; `dev` = the device the wakee last queued a bio on.
     pub const WAKEUP: u16 = 24;
@@ -93,8 +93,9 @@ pub const MAP_DEVICES: &str = "DEVICES";
 /// the events staged on that CPU.
 pub const PROG_FLUSH: &str = "flush_staged";
 pub const GLOBAL_CONFIG: &str = "CONFIG";
-/// The `sched_wakeup` program (`record --wakeups`).
-pub const PROG_WAKEUP: &str = "sched_wakeup";
+/// The `sched_waking` program (`record --wakeups`): the tracepoint that fires in the
+/// waker's context.
+pub const PROG_WAKEUP: &str = "sched_waking";
 
 /// Absent field marker in [`Offsets`]: the program skips the read and leaves the field zero.
 pub const NO_OFFSET: u32 = u32::MAX;
@@ -130,7 +131,7 @@ pub struct Offsets {
     pub kn_id: u32,
     /// Offset of `css` inside `struct blkcg` (usually 0).
     pub blkcg_css: u32,
-    /// `task_struct.pid` and `.tgid` (the wakee of `sched_wakeup`).
+    /// `task_struct.pid` and `.tgid` (the wakee of `sched_waking`).
     pub task_pid: u32,
     pub task_tgid: u32,
     /// `task_struct.comm`, `task_struct.cgroups`, `css_set.dfl_cgrp`: the current task's
@@ -158,7 +159,7 @@ pub struct Config {
     /// Read the cgroup from the bio's blkcg (1) or from the current task (0).
     pub bio_cgroup: u32,
     /// 1 (`record --wakeups`): Q events remember their task in `IO_TASKS`, for the
-    /// `sched_wakeup` program's filter. 0: the Q path skips that insert entirely.
+    /// `sched_waking` program's filter. 0: the Q path skips that insert entirely.
     pub wakeups: u32,
     pub off: Offsets,
 }

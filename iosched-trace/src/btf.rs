@@ -2086,7 +2086,7 @@ mod tests {
             "wbt_step",
             "wbt_timer",
             "wbt_lat",
-            "sched_wakeup",
+            "sched_waking",
         ] {
             match btf.tracepoint_params(tp) {
                 Ok(params) => {

@@ -243,7 +243,7 @@ pub struct CaptureOptions {
     /// Wake the reader once this many bytes wait (0: on every event).
     pub wakeup_bytes: u64,
     pub extra_events: bool,
-    /// Attach `sched_wakeup` and have Q events feed its filter (`record --wakeups`).
+    /// Attach `sched_waking` and have Q events feed its filter (`record --wakeups`).
     pub wakeups: bool,
     pub verbose: bool,
     pub programs: ProgramSet,
@@ -813,7 +813,7 @@ pub fn kinds_of(programs: &[&str]) -> BTreeSet<EventKind> {
                 "kyber_adjust" => EventKind::KyberAdjust,
                 "wbt_step" => EventKind::WbtStep,
                 "wbt_timer" => EventKind::WbtTimer,
-                "sched_wakeup" => EventKind::Wakeup,
+                "sched_waking" => EventKind::Wakeup,
                 _ => return None,
             })
         })

@@ -37,7 +37,7 @@ pub struct KernelLayout {
 }
 
 impl KernelLayout {
-    /// Whether the `sched_wakeup` program can read its wakee (`record --wakeups`).
+    /// Whether the `sched_waking` program can read its wakee (`record --wakeups`).
     pub fn has_task_ids(&self) -> bool {
         self.offsets.task_pid != NO_OFFSET && self.offsets.task_tgid != NO_OFFSET
     }
@@ -222,7 +222,7 @@ pub const PROTOTYPES: &[(&str, &[&str])] = &[
             "unsigned int",
         ],
     ),
-    ("sched_wakeup", &["struct task_struct *"]),
+    ("sched_waking", &["struct task_struct *"]),
 ];
 
 /// Checks that `tracepoint`'s arguments in this kernel are what its program reads.

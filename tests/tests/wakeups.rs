@@ -1,7 +1,7 @@
 //! Real kernel: `record --wakeups` on a scratch ext4 filesystem shows who woke whom. A dd
 //! writing with `oflag=dsync` waits after each write for the journal commit, and the journal
 //! thread (jbd2) wakes it when the commit is done: the recording must hold those wakeups,
-//! with dd as the wakee and a `jbd2/` thread as the waker. Run as root (`cargo xtask test`).
+//! with dd as the wakee and a `jbd2/` thread as the waker, however the kernel delivers them. Run as root (`cargo xtask test`).
 
 use std::{path::PathBuf, process::Command};
 
@@ -85,9 +85,12 @@ fn jbd2_wakes_a_dsync_writer() {
         .filter(|w| w.wakee() == Some((pid, pid)) && w.comm.as_str().starts_with("jbd2/"))
         .count();
     // 200 synchronous writes, each waiting for a commit: nearly every one is woken by jbd2
-    // (169 to 200 seen here; a commit that ends before dd sleeps wakes nobody).
+    // (a commit that ends before dd sleeps wakes nobody). The waker is the task in whose
+    // context `sched_waking` fires, jbd2 itself, whether the kernel then activates dd at once
+    // or from an IPI on dd's idle CPU (`ttwu_queue_wakelist`, where `sched_wakeup` would have
+    // named `swapper`: 1 of 1003 on the CI run that found it). 200 of 200 in every run seen.
     assert!(
-        by_jbd2 >= 50,
+        by_jbd2 >= 150,
         "{by_jbd2} wakeups of dd ({pid}) by jbd2, of {} wakeups: {:?}",
         wakeups.len(),
         wakeups.iter().take(20).collect::<Vec<_>>()
