@@ -58,9 +58,18 @@ pub struct SchedLog {
     devices: Vec<Dev>,
 }
 
-/// The value a tracefs file shows, with a `[selected]` choice picked out of a list.
+/// The value to write back to a tracefs file that showed `text`: a `[selected]` choice
+/// picked out of a list; for `buffer_size_kb` before tracing was first used since boot,
+/// `7 (expanded: 1408)`, the size the buffer takes at first use (1408): the kernel refuses the
+/// text itself, and the minimal boot-time buffer cannot be asked for again (any write expands
+/// it), so the size tracing would have had is the nearest state there is.
 fn current_value(text: &str) -> String {
     let t = text.trim();
+    if let Some((_, rest)) = t.split_once("(expanded: ")
+        && let Some(size) = rest.strip_suffix(')')
+    {
+        return size.trim().to_string();
+    }
     match (t.find('['), t.find(']')) {
         (Some(a), Some(b)) if a < b => t[a + 1..b].to_string(),
         _ => t.to_string(),
@@ -356,6 +365,13 @@ mod tests {
             .unwrap();
         assert!(e.to_string().contains("nosuch"), "{e}");
         expect(&tr.join("trace_clock"), "local");
+        // Before tracing was first used since boot, buffer_size_kb shows the boot-time size
+        // and the size of first use; the latter is written back (the kernel takes no other).
+        fs::write(tr.join("buffer_size_kb"), "7 (expanded: 1408)").unwrap();
+        let log = SchedLog::start_at(&tr, &dir.join("block"), &disks).unwrap();
+        expect(&tr.join("buffer_size_kb"), "16384");
+        drop(log);
+        expect(&tr.join("buffer_size_kb"), "1408");
         fs::remove_dir_all(&dir).unwrap();
     }
 }
