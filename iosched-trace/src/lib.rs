@@ -10,7 +10,7 @@
 //!   counters, the check on what the programs missed; [`schedlog`]: the scheduler's own
 //!   messages through the ftrace blk tracer.
 //! - [`live`]: the live view (`live`): per-interval numbers on a terminal or as text.
-//! - [`dump`], [`report`], [`replay_view`]: the text and JSON views.
+//! - [`views`]: the text and JSON views (dump, report, replay and explain).
 //! - [`cli`]: command-line syntax and validation.
 
 pub mod btf;
@@ -18,11 +18,9 @@ pub mod capture;
 pub mod cli;
 pub mod completions;
 pub mod devices;
-pub mod dump;
 pub mod live;
 pub mod preflight;
 pub mod probe;
 pub mod recorder;
-pub mod replay_view;
-pub mod report;
 pub mod schedlog;
+pub mod views;

@@ -19,7 +19,7 @@ use iosched_trace::{
         ReplayArgs, ReportArgs, SynthArgs,
     },
     devices::Sysfs,
-    dump, preflight,
+    preflight,
     recorder::{self, RecordConfig, human_bytes},
 };
 
@@ -166,7 +166,7 @@ fn replay(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         s.push('\n');
         s
     } else {
-        iosched_trace::replay_view::render_replay(&r, &recorded, &runs, args.decisions)
+        iosched_trace::views::replay::render_replay(&r, &recorded, &runs, args.decisions)
     };
     write_out(&text)?;
     Ok(ExitCode::SUCCESS)
@@ -184,7 +184,7 @@ fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         s.push('\n');
         s
     } else {
-        iosched_trace::replay_view::render_explain(&r, &e)
+        iosched_trace::views::replay::render_explain(&r, &e)
     };
     write_out(&text)?;
     Ok(ExitCode::SUCCESS)
@@ -302,7 +302,7 @@ fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         s.push('\n');
         s
     } else {
-        iosched_trace::report::render(&report)
+        iosched_trace::views::report::render(&report)
     };
     let stdout = io::stdout();
     let mut out = stdout.lock();
@@ -378,9 +378,9 @@ fn dump(args: DumpArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let result = if args.json {
-        dump::write_json(&mut out, source.as_mut())
+        iosched_trace::views::dump::write_json(&mut out, source.as_mut())
     } else {
-        dump::write_text(&mut out, source.as_mut())
+        iosched_trace::views::dump::write_text(&mut out, source.as_mut())
     };
     match result {
         // `dump | head` closes the pipe: not an error worth a message.
