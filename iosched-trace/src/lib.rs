@@ -11,11 +11,12 @@
 //!   messages through the ftrace blk tracer.
 //! - [`live`]: the live view (`live`): per-interval numbers on a terminal or as text.
 //! - [`views`]: the text and JSON views (dump, report, replay and explain).
-//! - [`cli`]: command-line syntax and validation.
+//! - [`cli`]: command-line syntax and validation; [`commands`]: one module per subcommand.
 
 pub mod btf;
 pub mod capture;
 pub mod cli;
+pub mod commands;
 pub mod completions;
 pub mod devices;
 pub mod live;
