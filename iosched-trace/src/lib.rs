@@ -24,4 +24,5 @@ pub mod preflight;
 pub mod probe;
 pub mod recorder;
 pub mod schedlog;
+pub mod system;
 pub mod views;

@@ -5,7 +5,7 @@
 //! Must not: know how events are encoded (record) or read from the kernel (capture).
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashSet,
     fs::File,
     hash::BuildHasherDefault,
     io::{BufWriter, IsTerminal, Write},
@@ -19,7 +19,6 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::{
     btf::Btf,
     capture::{Capture, CaptureOptions, ProgramSet},
-    cli::OutputFormat,
     completions::CompletionTally,
     devices::Disk,
     probe::KernelLayout,
@@ -30,13 +29,23 @@ use iosched_core::{
     record::{ClockBase, DeviceInfo, Header, ProcessInfo, RecordingWriter, Stats},
 };
 
+/// What `record` writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// Our recording, one file.
+    #[default]
+    Recording,
+    /// blktrace per-CPU files `DEV.blktrace.CPU` in a directory.
+    Blktrace,
+}
+
 #[derive(Clone, Debug)]
 pub struct RecordConfig {
     /// Devices to trace; empty: every device.
     pub disks: Vec<Disk>,
     pub output: PathBuf,
     /// Our recording (a file) or blktrace per-CPU files (`output` is then a directory).
-    pub format: OutputFormat,
+    pub format: Format,
     pub duration: Option<Duration>,
     pub ring_size: u32,
     pub wakeup_bytes: u64,
@@ -83,7 +92,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     // A bio's blkcg lives in the hierarchy that holds the io controller. When that is a v1
     // `blkio` mount (hybrid hosts), its ids are not cgroup2 ids, and mixing the two in one
     // field would attribute I/O to the wrong cgroup: use the submitting task's cgroup2 id.
-    let blkio_v1 = blkio_on_cgroup_v1();
+    let blkio_v1 = crate::system::blkio_on_cgroup_v1();
     if blkio_v1 {
         layout.bio_cgroup = false;
     }
@@ -179,7 +188,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     };
 
     let mut writer: Box<dyn Sink> = match config.format {
-        OutputFormat::Recording => {
+        Format::Recording => {
             let file = File::create(&config.output)
                 .with_context(|| format!("cannot create {}", config.output.display()))?;
             Box::new(RecordingWriter::new(
@@ -187,7 +196,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
                 &header,
             )?)
         }
-        OutputFormat::Blktrace => Box::new(BlktraceSink {
+        Format::Blktrace => Box::new(BlktraceSink {
             writer: BlktraceWriter::create(&config.output, &header.devices, Some(header.clock))?,
             pushed: 0,
         }),
@@ -486,7 +495,7 @@ struct ProcessTable {
     /// The task of the previous event: most events come in runs from one task, and this
     /// check is a small fraction of a hash lookup (which ran for each of ~1M events/s).
     last: Option<(u32, u64)>,
-    cgroups: CgroupPaths,
+    cgroups: crate::system::CgroupPaths,
 }
 
 impl ProcessTable {
@@ -533,88 +542,6 @@ impl std::hash::Hasher for TaskHasher {
 
     fn finish(&self) -> u64 {
         self.0
-    }
-}
-
-/// cgroup v2 id -> path. The id is the cgroup directory's inode number in the cgroup2
-/// filesystem, so a walk of that mount finds it (only that mount: hybrid hosts also mount a
-/// tmpfs and v1 hierarchies under /sys/fs/cgroup, whose inode numbers collide). The walk is
-/// redone, at most once a second, for ids not yet known.
-#[derive(Default)]
-struct CgroupPaths {
-    known: HashMap<u64, String>,
-    last_walk: Option<Instant>,
-}
-
-/// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup` or `/sys/fs/cgroup/unified`).
-fn cgroup2_root() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts.lines().find_map(|line| {
-        let mut fields = line.split_whitespace();
-        let (_, dir, fstype) = (fields.next()?, fields.next()?, fields.next()?);
-        (fstype == "cgroup2").then(|| PathBuf::from(dir))
-    })
-}
-
-/// Whether the block I/O controller is on a cgroup v1 hierarchy.
-pub(crate) fn blkio_on_cgroup_v1() -> bool {
-    std::fs::read_to_string("/proc/self/mounts").is_ok_and(|mounts| {
-        mounts.lines().any(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            fields.get(2) == Some(&"cgroup")
-                && fields
-                    .get(3)
-                    .is_some_and(|opts| opts.split(',').any(|o| o == "blkio"))
-        })
-    })
-}
-
-impl CgroupPaths {
-    fn path(&mut self, id: u64) -> Option<String> {
-        if id == 0 {
-            return None;
-        }
-        if !self.known.contains_key(&id)
-            && self
-                .last_walk
-                .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
-        {
-            self.walk();
-        }
-        self.known.get(&id).cloned()
-    }
-
-    fn walk(&mut self) {
-        use std::os::unix::fs::MetadataExt;
-        self.last_walk = Some(Instant::now());
-        let Some(root) = cgroup2_root() else {
-            return;
-        };
-        let Ok(root_meta) = std::fs::metadata(&root) else {
-            return;
-        };
-        let mut stack = vec![root.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(meta) = std::fs::metadata(&dir) else {
-                continue;
-            };
-            if meta.dev() != root_meta.dev() {
-                continue;
-            }
-            let relative = dir
-                .strip_prefix(&root)
-                .map(|p| format!("/{}", p.display()))
-                .unwrap_or_default();
-            self.known.insert(meta.ino(), relative);
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                stack.extend(
-                    entries
-                        .filter_map(|e| e.ok())
-                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                        .map(|e| e.path()),
-                );
-            }
-        }
     }
 }
 
@@ -667,16 +594,5 @@ mod tests {
             }
         }
         assert_eq!(firsts, [(1, 10), (2, 10), (1, 11)]);
-    }
-
-    #[test]
-    fn cgroup_root_resolves_when_cgroup2_is_mounted() {
-        use std::os::unix::fs::MetadataExt;
-        let Some(meta) = cgroup2_root().and_then(|r| std::fs::metadata(r).ok()) else {
-            return;
-        };
-        let mut paths = CgroupPaths::default();
-        assert_eq!(paths.path(meta.ino()).as_deref(), Some("/"));
-        assert_eq!(paths.path(0), None);
     }
 }

@@ -19,7 +19,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let config = RecordConfig {
         disks: valid.disks,
         output: args.output.clone(),
-        format: args.format,
+        format: args.format.into(),
         duration: valid.duration,
         ring_size: valid.ring_size,
         wakeup_bytes: valid.wakeup,

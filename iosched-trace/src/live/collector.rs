@@ -83,7 +83,7 @@ impl Collector {
         let btf = Btf::from_sys()?;
         let mut layout = KernelLayout::from_btf(&btf)?;
         // As `record` does: with a v1 blkio hierarchy, bio cgroup ids are not cgroup2 ids.
-        if crate::recorder::blkio_on_cgroup_v1() {
+        if crate::system::blkio_on_cgroup_v1() {
             layout.bio_cgroup = false;
         }
         let _ = crate::preflight::bump_memlock();
