@@ -19,7 +19,6 @@ use anyhow::Context;
 use iosched_core::{
     analysis::Aggregator,
     event::{Event, EventKind},
-    source,
     timeline::{LifeSink, Timeline},
     trace_file,
 };

@@ -1,8 +1,12 @@
 //! Loading and attaching the eBPF programs, and draining their ring buffer into [`Event`]s.
+//! [`session`]: what `record` and `live` both build on it (the kernel read, the devices
+//! described, the completion check of every event drained).
 //!
 //! Owns: the `Ebpf` object, its maps, the ring-buffer file descriptor registered with tokio,
 //! the decoding of raw kernel records, and the kernel's loss counters.
 //! Must not: write files or decide what a recording contains.
+
+pub mod session;
 
 use std::{
     collections::BTreeSet,

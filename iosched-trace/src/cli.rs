@@ -217,6 +217,16 @@ pub enum OutputFormat {
     Blktrace,
 }
 
+/// `record --format`, in the recorder's terms.
+impl From<OutputFormat> for crate::recorder::Format {
+    fn from(format: OutputFormat) -> Self {
+        match format {
+            OutputFormat::Recording => crate::recorder::Format::Recording,
+            OutputFormat::Blktrace => crate::recorder::Format::Blktrace,
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ConvertArgs {
     /// A recording, or blktrace files (a file, a directory, or the DEV of DEV.blktrace.N).

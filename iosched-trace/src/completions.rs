@@ -9,36 +9,17 @@
 //! stat counts them. Such a gap is invisible from inside the trace except as a request that
 //! never completes; this check counts it.
 //!
-//! Owns: reading the counters, tallying traced completions per snapshot interval.
+//! Owns: tallying traced completions per snapshot interval against the counters (read by
+//! [`crate::system`]).
 //! Must not: decide how the result is shown (record, dump and report do).
 
-use std::{collections::VecDeque, io, path::Path};
+use std::{collections::VecDeque, io};
 
-use crate::devices::Disk;
+use crate::{devices::Disk, system::read_disk_counters};
 use iosched_core::{
     event::{Dev, Event, EventKind, Op},
     record::{CompletionCheck, CompletionCounts, DiskCounters},
 };
-
-/// Reads `/sys/block/<name>/stat` now (Documentation/block/stat.rst: fields 1, 5 and 12
-/// are reads, writes and discards completed, field 9 the requests in flight; kernels
-/// before 4.18 have no discard fields).
-pub fn read_disk_counters(name: &str) -> io::Result<DiskCounters> {
-    read_disk_counters_at(Path::new("/sys/block"), name)
-}
-
-/// As [`read_disk_counters`] under another root than `/sys/block` (tests).
-pub fn read_disk_counters_at(root: &Path, name: &str) -> io::Result<DiskCounters> {
-    let path = root.join(name).join("stat");
-    let text = std::fs::read_to_string(&path)?;
-    let ts_ns = iosched_core::record::ClockBase::now().monotonic_ns;
-    DiskCounters::parse_stat(&text, ts_ns).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{}: not a block device stat line: {text:?}", path.display()),
-        )
-    })
-}
 
 /// The kernel's stat group of an op (block/blk-mq.c `blk_account_io_done` with
 /// `op_stat_group`): `None` for ops it does not count there (flushes go through the flush

@@ -2,27 +2,51 @@
 //! live collector) and the views and commands. What a trace means is `iosched-core`'s;
 //! what other schedulers would have done with it is `iosched-model`'s.
 //!
+//! The data path, kernel to screen:
+//!
+//! ```text
+//! iosched-trace-ebpf      the programs on the block tracepoints (probe's offsets)
+//!   -> iosched-trace-common   the wire types both sides share (RawEvent, batches, stats)
+//!   -> capture                ring buffer drained and decoded into core's Events
+//!        (capture::session: the setup record and live share, the completion check)
+//!   -> recorder               record: events into a recording (or blktrace files)
+//!   -> iosched-core source    a recording or blktrace files read back, in time order
+//!   -> iosched-core timeline  events into request lives
+//!   -> iosched-core analysis  lives into the report's numbers
+//!      / iosched-model        the workload replayed through scheduler models, explained
+//!   -> views                  text (and dump's JSON lines); live::ui for the live screen
+//! ```
+//!
+//! `live` takes a shortcut: capture -> timeline -> analysis per interval, in memory, with
+//! no recording between ([`live::interval`]).
+//!
+//! Modules, lower to higher (a module uses only those above it, and `cli` and `commands`
+//! use all of them):
+//!
+//! - [`system`]: the host's own facts (mounts, cgroups, capabilities, disk counters).
 //! - [`btf`], [`probe`]: reading the running kernel's types; offsets and argument layouts the
 //!   programs need; decoding request flags.
 //! - [`preflight`], [`devices`]: can we trace here, and which disks.
-//! - [`capture`]: loading and attaching the eBPF programs, draining their ring buffer.
-//! - [`recorder`]: the `record` command's loop; [`completions`]: the disks' own completion
-//!   counters, the check on what the programs missed; [`schedlog`]: the scheduler's own
-//!   messages through the ftrace blk tracer.
+//! - [`completions`]: the disks' own completion counters against the traced completions,
+//!   the check on what the programs missed.
+//! - [`capture`]: loading and attaching the eBPF programs, draining their ring buffer;
+//!   [`capture::session`], what `record` and `live` both run.
+//! - [`schedlog`]: the scheduler's own messages through the ftrace blk tracer.
+//! - [`recorder`]: the `record` command's loop.
 //! - [`live`]: the live view (`live`): per-interval numbers on a terminal or as text.
-//! - [`dump`], [`report`], [`replay_view`]: the text and JSON views.
-//! - [`cli`]: command-line syntax and validation.
+//! - [`views`]: the text and JSON views (dump, report, replay and explain).
+//! - [`cli`]: command-line syntax and validation; [`commands`]: one module per subcommand.
 
 pub mod btf;
 pub mod capture;
 pub mod cli;
+pub mod commands;
 pub mod completions;
 pub mod devices;
-pub mod dump;
 pub mod live;
 pub mod preflight;
 pub mod probe;
 pub mod recorder;
-pub mod replay_view;
-pub mod report;
 pub mod schedlog;
+pub mod system;
+pub mod views;

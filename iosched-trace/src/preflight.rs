@@ -3,7 +3,7 @@
 //!
 //! Owns: privilege and BTF checks, the memlock bump. Must not: load or attach anything.
 
-use std::{fs, path::Path};
+use std::path::Path;
 
 pub const BTF_PATH: &str = "/sys/kernel/btf/vmlinux";
 
@@ -23,16 +23,6 @@ const CAP_SYS_ADMIN: u32 = 21;
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
-/// Effective capabilities of this process, from /proc/self/status.
-fn effective_caps() -> Option<u64> {
-    let status = fs::read_to_string("/proc/self/status").ok()?;
-    let hex = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))?
-        .trim();
-    u64::from_str_radix(hex, 16).ok()
-}
-
 /// Names of the capabilities (out of those we need) missing from `caps`.
 pub fn missing_caps(caps: u64) -> Vec<&'static str> {
     [
@@ -47,7 +37,7 @@ pub fn missing_caps(caps: u64) -> Vec<&'static str> {
 }
 
 pub fn check_privileges() -> Result<(), PreflightError> {
-    let caps = effective_caps().unwrap_or(0);
+    let caps = crate::system::effective_capabilities().unwrap_or(0);
     let missing = missing_caps(caps);
     if missing.is_empty() {
         Ok(())

@@ -1,11 +1,12 @@
-//! `iosched-trace record`: drives a [`Capture`] into a [`RecordingWriter`] until a signal, the
-//! duration or an error stops it, and keeps every complete event on the way out.
+//! `iosched-trace record`: drives a capture [`Session`] into a [`RecordingWriter`] (or
+//! blktrace files) until a signal, the duration or an error stops it, and keeps every
+//! complete event on the way out.
 //!
 //! Owns: the record loop, the process table, progress output, periodic flushes.
 //! Must not: know how events are encoded (record) or read from the kernel (capture).
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashSet,
     fs::File,
     hash::BuildHasherDefault,
     io::{BufWriter, IsTerminal, Write},
@@ -17,18 +18,27 @@ use anyhow::Context;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
-    btf::Btf,
-    capture::{Capture, CaptureOptions, ProgramSet},
-    cli::OutputFormat,
-    completions::CompletionTally,
+    capture::{
+        CaptureOptions, ProgramSet,
+        session::{Kernel, Session, describe_devices},
+    },
     devices::Disk,
-    probe::KernelLayout,
 };
 use iosched_core::{
     blktrace::BlktraceWriter,
     event::Event,
-    record::{ClockBase, DeviceInfo, Header, ProcessInfo, RecordingWriter, Stats},
+    record::{ClockBase, Header, ProcessInfo, RecordingWriter, Stats},
 };
+
+/// What `record` writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// Our recording, one file.
+    #[default]
+    Recording,
+    /// blktrace per-CPU files `DEV.blktrace.CPU` in a directory.
+    Blktrace,
+}
 
 #[derive(Clone, Debug)]
 pub struct RecordConfig {
@@ -36,7 +46,7 @@ pub struct RecordConfig {
     pub disks: Vec<Disk>,
     pub output: PathBuf,
     /// Our recording (a file) or blktrace per-CPU files (`output` is then a directory).
-    pub format: OutputFormat,
+    pub format: Format,
     pub duration: Option<Duration>,
     pub ring_size: u32,
     pub wakeup_bytes: u64,
@@ -78,27 +88,13 @@ const IDLE_DRAIN: Duration = Duration::from_millis(100);
 const SETTLED_AFTER_NS: u64 = 500_000_000;
 
 pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
-    let btf = Btf::from_sys()?;
-    let mut layout = KernelLayout::from_btf(&btf)?;
-    // A bio's blkcg lives in the hierarchy that holds the io controller. When that is a v1
-    // `blkio` mount (hybrid hosts), its ids are not cgroup2 ids, and mixing the two in one
-    // field would attribute I/O to the wrong cgroup: use the submitting task's cgroup2 id.
-    let blkio_v1 = blkio_on_cgroup_v1();
-    if blkio_v1 {
-        layout.bio_cgroup = false;
-    }
-    if let Err(e) = crate::preflight::bump_memlock()
+    let kernel = Kernel::prepare()?;
+    if let Some(e) = &kernel.memlock_error
         && config.verbose
     {
         eprintln!("note: could not raise RLIMIT_MEMLOCK ({e}); fine on kernels >= 5.11");
     }
-
-    let devices: Vec<DeviceInfo> = config
-        .disks
-        .iter()
-        .map(|d| DeviceInfo::from_sysfs(&d.name))
-        .collect::<Result<_, _>>()
-        .context("reading device settings from sysfs")?;
+    let devices = describe_devices(&config.disks)?;
     let mut header = Header::for_this_host(devices, config.command_line.clone());
     for disk in config.disks.iter().filter(|d| !d.request_based) {
         let note = format!(
@@ -111,12 +107,12 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     if !config.plugs {
         header.mark_plugs_untraced();
     }
-    if blkio_v1 {
+    if kernel.blkio_v1 {
         header.notes.push(
             "cgroup ids are the submitting task's cgroup2 ids: the io controller is mounted as cgroup v1 blkio here"
                 .into(),
         );
-    } else if !layout.bio_cgroup {
+    } else if !kernel.layout.bio_cgroup {
         header.notes.push(
             "cgroup ids are the current task's: the bio blkcg chain is not readable on this kernel"
                 .into(),
@@ -136,8 +132,9 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
             ProgramSet::NoPlugs
         },
     };
-    let mut capture = Capture::start(&options, &layout, &btf)?;
-    for (program, why) in &capture.skipped {
+    // The kernel's own completion counters are read once the programs are attached.
+    let mut session = Session::start(&options, &kernel)?;
+    for (program, why) in session.skipped() {
         let note = format!("optional program {program} not attached: {why}");
         // Asked for by name (--wakeups): said even without -v.
         if config.verbose || *program == iosched_trace_common::PROG_WAKEUP {
@@ -145,8 +142,8 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         }
         header.notes.push(note);
     }
-    if capture
-        .attached
+    if session
+        .attached()
         .contains(&iosched_trace_common::PROG_WAKEUP)
     {
         // Tells readers that a recording without wakeups between two processes had none.
@@ -179,7 +176,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     };
 
     let mut writer: Box<dyn Sink> = match config.format {
-        OutputFormat::Recording => {
+        Format::Recording => {
             let file = File::create(&config.output)
                 .with_context(|| format!("cannot create {}", config.output.display()))?;
             Box::new(RecordingWriter::new(
@@ -187,28 +184,16 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
                 &header,
             )?)
         }
-        OutputFormat::Blktrace => Box::new(BlktraceSink {
+        Format::Blktrace => Box::new(BlktraceSink {
             writer: BlktraceWriter::create(&config.output, &header.devices, Some(header.clock))?,
             pushed: 0,
         }),
-    };
-    // The kernel's own completion counters, read now that the programs are attached: a
-    // completion from here on is either traced or missing from the trace.
-    // (No `-d`: every request-based device is traced, so every one is checked.)
-    let mut tally = if config.disks.is_empty() {
-        CompletionTally::start(
-            &crate::devices::Sysfs::default()
-                .request_based_disks()
-                .unwrap_or_default(),
-        )
-    } else {
-        CompletionTally::start(&config.disks)
     };
     let mut sigint = signal(SignalKind::interrupt())?;
     let mut sigterm = signal(SignalKind::terminate())?;
     eprintln!(
         "recording: ready ({} programs attached, devices: {}, output {})",
-        capture.attached.len(),
+        session.attached().len(),
         if config.disks.is_empty() {
             "all".to_string()
         } else {
@@ -237,15 +222,15 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
             _ = sigint.recv() => Some("signal SIGINT"),
             _ = sigterm.recv() => Some("signal SIGTERM"),
             _ = sleep_until(deadline) => Some("duration"),
-            result = capture.next_batch(&mut batch, IDLE_DRAIN) => {
+            result = session.next_batch(&mut batch, IDLE_DRAIN) => {
                 result?;
                 None
             }
         };
         if config.discard_events {
-            discard(&mut batch, &mut tally, &mut discarded);
+            discard(&mut batch, &mut discarded);
         } else {
-            store(&mut batch, writer.as_mut(), &mut processes, &mut tally)?;
+            store(&mut batch, writer.as_mut(), &mut processes)?;
         }
         if let Some(reason) = ended {
             break reason;
@@ -254,14 +239,11 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         if now >= next_flush {
             // Everything produced half a second ago has been drained (CPUs send staged
             // events within tens of milliseconds), so the snapshot before that is settled.
-            tally.settle(
+            let stats = session.checkpoint(
                 ClockBase::now()
                     .monotonic_ns
                     .saturating_sub(SETTLED_AFTER_NS),
-            );
-            tally.snapshot();
-            let mut stats = capture.stats()?;
-            stats.completions = tally.checks();
+            )?;
             writer.checkpoint(&stats)?;
             next_flush = now + FLUSH_EVERY;
             if progress {
@@ -281,17 +263,12 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         }
     };
 
-    // Detach first, then take what is still in the ring: nothing produced before the detach
-    // is left behind.
-    tally.snapshot();
-    capture.detach()?;
-    capture.drain(&mut batch);
+    let stats = session.stop(&mut batch)?;
     if config.discard_events {
-        discard(&mut batch, &mut tally, &mut discarded);
+        discard(&mut batch, &mut discarded);
         eprintln!("--discard-events: {discarded} events drained and dropped, none stored");
     }
-    store(&mut batch, writer.as_mut(), &mut processes, &mut tally)?;
-    tally.settle(u64::MAX);
+    store(&mut batch, writer.as_mut(), &mut processes)?;
     if let Some(log) = sched_log {
         let (notes, warnings) = log.stop();
         for w in warnings {
@@ -302,8 +279,6 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
             eprintln!("--sched-log: {} scheduler messages recorded", notes.len());
         }
     }
-    let mut stats = capture.stats()?;
-    stats.completions = tally.checks();
     for check in &stats.completions {
         if let Some(line) = check.describe_untraced() {
             eprintln!("warning: {line}");
@@ -454,23 +429,20 @@ impl Sink for BlktraceSink {
     }
 }
 
-/// `--discard-events`: the events still feed the kernel-counter check (both runs of the
-/// benchmark's split pay for it, and its warnings stay true), and are then dropped.
-fn discard(batch: &mut Vec<Event>, tally: &mut CompletionTally, discarded: &mut u64) {
+/// `--discard-events`: the events have fed the kernel-counter check (the session does that
+/// for every event drained: both runs of the benchmark's split pay for it, and its warnings
+/// stay true), and are then dropped.
+fn discard(batch: &mut Vec<Event>, discarded: &mut u64) {
     *discarded += batch.len() as u64;
-    for ev in batch.drain(..) {
-        tally.event(&ev);
-    }
+    batch.clear();
 }
 
 fn store(
     batch: &mut Vec<Event>,
     writer: &mut dyn Sink,
     processes: &mut ProcessTable,
-    tally: &mut CompletionTally,
 ) -> anyhow::Result<()> {
     for ev in batch.drain(..) {
-        tally.event(&ev);
         if let Some(info) = processes.first_sight(&ev) {
             writer.add_process(&info)?;
         }
@@ -486,7 +458,7 @@ struct ProcessTable {
     /// The task of the previous event: most events come in runs from one task, and this
     /// check is a small fraction of a hash lookup (which ran for each of ~1M events/s).
     last: Option<(u32, u64)>,
-    cgroups: CgroupPaths,
+    cgroups: crate::system::CgroupPaths,
 }
 
 impl ProcessTable {
@@ -533,88 +505,6 @@ impl std::hash::Hasher for TaskHasher {
 
     fn finish(&self) -> u64 {
         self.0
-    }
-}
-
-/// cgroup v2 id -> path. The id is the cgroup directory's inode number in the cgroup2
-/// filesystem, so a walk of that mount finds it (only that mount: hybrid hosts also mount a
-/// tmpfs and v1 hierarchies under /sys/fs/cgroup, whose inode numbers collide). The walk is
-/// redone, at most once a second, for ids not yet known.
-#[derive(Default)]
-struct CgroupPaths {
-    known: HashMap<u64, String>,
-    last_walk: Option<Instant>,
-}
-
-/// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup` or `/sys/fs/cgroup/unified`).
-fn cgroup2_root() -> Option<PathBuf> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts.lines().find_map(|line| {
-        let mut fields = line.split_whitespace();
-        let (_, dir, fstype) = (fields.next()?, fields.next()?, fields.next()?);
-        (fstype == "cgroup2").then(|| PathBuf::from(dir))
-    })
-}
-
-/// Whether the block I/O controller is on a cgroup v1 hierarchy.
-pub(crate) fn blkio_on_cgroup_v1() -> bool {
-    std::fs::read_to_string("/proc/self/mounts").is_ok_and(|mounts| {
-        mounts.lines().any(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            fields.get(2) == Some(&"cgroup")
-                && fields
-                    .get(3)
-                    .is_some_and(|opts| opts.split(',').any(|o| o == "blkio"))
-        })
-    })
-}
-
-impl CgroupPaths {
-    fn path(&mut self, id: u64) -> Option<String> {
-        if id == 0 {
-            return None;
-        }
-        if !self.known.contains_key(&id)
-            && self
-                .last_walk
-                .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
-        {
-            self.walk();
-        }
-        self.known.get(&id).cloned()
-    }
-
-    fn walk(&mut self) {
-        use std::os::unix::fs::MetadataExt;
-        self.last_walk = Some(Instant::now());
-        let Some(root) = cgroup2_root() else {
-            return;
-        };
-        let Ok(root_meta) = std::fs::metadata(&root) else {
-            return;
-        };
-        let mut stack = vec![root.clone()];
-        while let Some(dir) = stack.pop() {
-            let Ok(meta) = std::fs::metadata(&dir) else {
-                continue;
-            };
-            if meta.dev() != root_meta.dev() {
-                continue;
-            }
-            let relative = dir
-                .strip_prefix(&root)
-                .map(|p| format!("/{}", p.display()))
-                .unwrap_or_default();
-            self.known.insert(meta.ino(), relative);
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                stack.extend(
-                    entries
-                        .filter_map(|e| e.ok())
-                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                        .map(|e| e.path()),
-                );
-            }
-        }
     }
 }
 
@@ -667,16 +557,5 @@ mod tests {
             }
         }
         assert_eq!(firsts, [(1, 10), (2, 10), (1, 11)]);
-    }
-
-    #[test]
-    fn cgroup_root_resolves_when_cgroup2_is_mounted() {
-        use std::os::unix::fs::MetadataExt;
-        let Some(meta) = cgroup2_root().and_then(|r| std::fs::metadata(r).ok()) else {
-            return;
-        };
-        let mut paths = CgroupPaths::default();
-        assert_eq!(paths.path(meta.ino()).as_deref(), Some("/"));
-        assert_eq!(paths.path(0), None);
     }
 }

@@ -2,7 +2,7 @@
 //! the ring buffer, puts events in time order, feeds the [`IntervalBuilder`] and sends each
 //! finished interval over a bounded channel. The view never touches the capture.
 //!
-//! Owns: the `Capture`, the loss counters, the interval clock. Must not: render or print
+//! Owns: the capture `Session`, the interval clock. Must not: render or print
 //! (stderr belongs to the terminal while the view runs).
 
 use std::{
@@ -18,11 +18,11 @@ use std::{
 use anyhow::Context;
 
 use crate::{
-    btf::Btf,
-    capture::{Capture, CaptureOptions, ProgramSet},
-    completions::CompletionTally,
+    capture::{
+        CaptureOptions, ProgramSet,
+        session::{Kernel, Session, describe_devices},
+    },
     devices::Disk,
-    probe::KernelLayout,
 };
 use iosched_core::record::{ClockBase, DeviceInfo};
 
@@ -74,19 +74,10 @@ impl Collector {
     /// Loads and attaches the programs; returns once they are attached, or with the error
     /// (so it can be printed before the terminal changes mode).
     pub fn start(config: CollectorConfig) -> anyhow::Result<Collector> {
-        let devices: Vec<DeviceInfo> = config
-            .disks
-            .iter()
-            .map(|d| DeviceInfo::from_sysfs(&d.name))
-            .collect::<Result<_, _>>()
-            .context("reading device settings from sysfs")?;
-        let btf = Btf::from_sys()?;
-        let mut layout = KernelLayout::from_btf(&btf)?;
-        // As `record` does: with a v1 blkio hierarchy, bio cgroup ids are not cgroup2 ids.
-        if crate::recorder::blkio_on_cgroup_v1() {
-            layout.bio_cgroup = false;
-        }
-        let _ = crate::preflight::bump_memlock();
+        let devices = describe_devices(&config.disks)?;
+        // As `record` reads it. A memlock limit not raised goes unsaid here, even with -v:
+        // it matters only before 5.11, where loading then fails with its own error.
+        let kernel = Kernel::prepare()?;
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);
         let (tx, rx) = mpsc::sync_channel(CHANNEL_DEPTH);
         let stop = Arc::new(AtomicBool::new(false));
@@ -107,8 +98,7 @@ impl Collector {
                 };
                 runtime.block_on(collect(
                     config,
-                    layout,
-                    btf,
+                    kernel,
                     thread_devices,
                     ready_tx,
                     tx,
@@ -150,8 +140,7 @@ type Ready = Result<Vec<(&'static str, String)>, String>;
 
 async fn collect(
     config: CollectorConfig,
-    layout: KernelLayout,
-    btf: Btf,
+    kernel: Kernel,
     devices: Vec<DeviceInfo>,
     ready: SyncSender<Ready>,
     tx: SyncSender<Message>,
@@ -166,8 +155,8 @@ async fn collect(
         verbose: config.verbose,
         programs: ProgramSet::Lifecycle,
     };
-    let mut capture = match Capture::start(&options, &layout, &btf) {
-        Ok(c) => c,
+    let mut session = match Session::start(&options, &kernel) {
+        Ok(s) => s,
         Err(e) => {
             let _ = ready.send(Err(e.to_string()));
             return;
@@ -175,19 +164,16 @@ async fn collect(
     };
     let start = ClockBase::now().monotonic_ns;
     let mut builder = IntervalBuilder::new(devices, start, config.interval.as_nanos() as u64);
-    // As `record` does: the kernel's own completion counters, against the events.
-    let mut tally = CompletionTally::start(&config.disks);
-    let _ = ready.send(Ok(capture.skipped.clone()));
+    let _ = ready.send(Ok(session.skipped().to_vec()));
     let discard = config.discard_events;
-    if let Err(e) = run(&mut capture, &mut builder, &mut tally, &tx, &stop, discard).await {
+    if let Err(e) = run(&mut session, &mut builder, &tx, &stop, discard).await {
         let _ = tx.send(Message::Failed(e.to_string()));
     }
 }
 
 async fn run(
-    capture: &mut Capture,
+    session: &mut Session,
     builder: &mut IntervalBuilder,
-    tally: &mut CompletionTally,
     tx: &SyncSender<Message>,
     stop: &AtomicBool,
     discard: bool,
@@ -196,10 +182,12 @@ async fn run(
     let mut reorder = Reorder::default();
     let mut done = Vec::new();
     while !stop.load(Ordering::Relaxed) {
-        capture.next_batch(&mut batch, DRAIN_EVERY).await?;
-        for ev in batch.drain(..) {
-            tally.event(&ev);
-            if !discard {
+        session.next_batch(&mut batch, DRAIN_EVERY).await?;
+        if discard {
+            // Counted by the completion check already (the session saw each one).
+            batch.clear();
+        } else {
+            for ev in batch.drain(..) {
                 reorder.push(ev);
             }
         }
@@ -207,11 +195,10 @@ async fn run(
             .monotonic_ns
             .saturating_sub(REORDER_DELAY_NS);
         if watermark >= builder.window().to {
-            builder.set_lost(capture.stats()?.lost());
             // Snapshots older than the reorder delay have all their events by now.
-            tally.settle(watermark);
-            tally.snapshot();
-            builder.set_untraced(iosched_core::record::untraced_total(&tally.checks()));
+            let stats = session.checkpoint(watermark)?;
+            builder.set_lost(stats.lost());
+            builder.set_untraced(iosched_core::record::untraced_total(&stats.completions));
         }
         reorder.release(watermark, |ev| builder.push(ev, &mut done));
         builder.advance_to(watermark, &mut done);

@@ -1,4 +1,4 @@
-//! `report`'s human text: the [`Report`] laid out for reading (sections, aligned columns,
+//! `report`'s text: the [`Report`] laid out for reading (sections, aligned columns,
 //! units). The JSON form is the same data serialized (docs/REPORT.md).
 
 use std::{collections::BTreeMap, fmt::Write};

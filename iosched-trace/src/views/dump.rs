@@ -1,4 +1,4 @@
-//! blkparse-style text and JSON lines output of any trace we read.
+//! `dump`: blkparse-style text, or JSON lines, of every event of any trace we read.
 //!
 //! Owns the rendering only: events come from a [`TraceSource`] (a recording of ours, or
 //! blktrace files), in time order. Text lines follow blkparse's default format

@@ -1,4 +1,4 @@
-//! Text views of `replay` and `explain` (their `--json` is the serialized data itself).
+//! `replay`'s and `explain`'s text (their `--json` is the serialized data itself).
 //!
 //! Owns: layout. Must not: compute numbers (they come from `model::replay` and
 //! `model::explain`).

@@ -1,0 +1,18 @@
+//! The views: what the commands print. Each one lays out data computed elsewhere (a trace
+//! source's events, `iosched_core::analysis`'s report, `iosched_model`'s replays and
+//! explanations) and computes nothing of its own beyond formatting.
+//!
+//! - [`dump`]: `dump`, every event of a trace as blkparse-style text or JSON lines.
+//! - [`report`]: `report`'s text, the report laid out in sections and columns.
+//! - [`replay`]: `replay`'s and `explain`'s text.
+//!
+//! `--json` output is the data serialized, by the commands themselves, except `dump --json`,
+//! whose lines are [`dump`]'s. The live view's screen is `live::ui`'s.
+//!
+//! Owns: layout. Must not: compute numbers, run models, or write to stdout (a command
+//! writes what a view returns; [`dump`] writes to the writer it is given, and its reader
+//! warnings to stderr unless told not to).
+
+pub mod dump;
+pub mod replay;
+pub mod report;
