@@ -87,7 +87,8 @@ impl Lives {
     }
 }
 
-/// Wakeups pass by: the timeline and [`LifeSink::event`] take nothing from them.
+/// Nothing to take before the timeline. The device's wakeups reach it and
+/// [`LifeSink::event`], which both pass them by.
 impl TraceSink for Lives {}
 
 impl LifeSink for Lives {

@@ -131,6 +131,24 @@ fn two_sinks_in_one_pass_hear_what_each_hears_alone() {
 }
 
 #[test]
+fn a_report_fed_beside_another_sink_is_the_report_alone() {
+    use crate::analysis::{self, Aggregator, Options};
+    let opts = Options {
+        top_intervals: 3,
+        ..Default::default()
+    };
+    let alone = analysis::analyze(&mut source(story()), &opts).unwrap();
+    assert_eq!((alone.devices.len(), alone.processes.len()), (2, 4));
+    let mut pair = (Aggregator::new(opts.clone()), Log::default());
+    let mut src = source(story());
+    let anomalies = drive(&mut src, Filter::ALL, &mut pair).unwrap();
+    let together = analysis::model::build(&pair.0, &anomalies, &src);
+    let json = |r: &analysis::Report| serde_json::to_string(r).unwrap();
+    assert_eq!(json(&together), json(&alone));
+    assert_eq!(pair.1.0, heard(story(), Filter::ALL));
+}
+
+#[test]
 fn a_span_keeps_exactly_the_events_inside_it_ends_included() {
     let events = story();
     let (from, to) = (events[10].ts_ns, events[40].ts_ns);

@@ -1,8 +1,8 @@
 //! Events -> one [`Snapshot`] per interval, with the same code as `report`: one long-lived
-//! pass ([`Driver`]: its timeline) for the whole session, and per interval and device a fresh [`Aggregator`]
-//! whose window is the interval, started from the device's state at the interval's start.
-//! `analysis::model::build` turns each into the report's own data, so an interval's numbers
-//! are what `report --from --to` computes for that window of a recording.
+//! pass (a [`Driver`], its timeline) for the whole session, and per interval and device a
+//! fresh [`Aggregator`] whose window is the interval, started from the device's state at the
+//! interval's start. `analysis::model::build` turns each into the report's own data, so an
+//! interval's numbers are what `report --from --to` computes for that window of a recording.
 //!
 //! Owns: time-ordering the captured stream, cutting it into intervals, and the view's extras
 //! (latency histograms and recent requests per process, bucketed from the same samples the
