@@ -5,8 +5,11 @@
 //! - [`event`]: the decoded event model every other part works with.
 //! - [`record`]: our recording format (header, chunks, stats, footer), written and read.
 //! - [`blktrace`]: blktrace's binary format, read as a trace source and written from ours.
-//! - [`input`]: any trace we read as one time-ordered [`source::TraceSource`].
+//! - [`source`]: any trace we read as one time-ordered [`source::TraceSource`]
+//!   ([`trace_file`] opens a path of either format).
 //! - [`timeline`]: each request's and bio's life, rebuilt from the events.
+//! - [`driver`]: one pass of a source's events, filtered, through the timeline into the
+//!   consumers' sinks.
 //! - [`analysis`]: per device/process/cgroup numbers from the timeline (`report`'s data).
 //! - [`devmap`]: small per-device maps the hot loops use.
 //! - [`synth`]: synthetic recordings of known shape (benchmarks, tests).
@@ -14,6 +17,7 @@
 pub mod analysis;
 pub mod blktrace;
 pub mod devmap;
+pub mod driver;
 pub mod event;
 pub mod record;
 pub mod source;

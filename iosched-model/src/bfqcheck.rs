@@ -26,9 +26,10 @@
 use serde::Serialize;
 
 use iosched_core::{
+    driver::{self, Filter, TraceSink},
     event::{Dev, Event, EventKind, Note, Op, ReqFlags},
     source::{InputError, TraceSource},
-    timeline::{DeviceState, LifeSink, RequestLife, Submitter, Timeline},
+    timeline::{DeviceState, LifeSink, RequestLife, Submitter},
 };
 
 use super::{
@@ -85,6 +86,10 @@ impl Lives {
         self.done
     }
 }
+
+/// Nothing to take before the timeline. The device's wakeups reach it and
+/// [`LifeSink::event`], which both pass them by.
+impl TraceSink for Lives {}
 
 impl LifeSink for Lives {
     fn event(&mut self, ev: &Event) {
@@ -171,22 +176,8 @@ pub fn recorded_requests(
     source: &mut dyn TraceSource,
     dev: Dev,
 ) -> Result<Vec<RecordedRq>, InputError> {
-    let bio_based: Vec<Dev> = source
-        .meta()
-        .devices
-        .iter()
-        .filter(|d| !d.request_based)
-        .map(|d| d.dev)
-        .collect();
-    let mut timeline = Timeline::new(bio_based);
     let mut lives = Lives::default();
-    while let Some(ev) = source.next_event() {
-        let ev = ev?;
-        if ev.dev == dev && ev.wakee().is_none() {
-            timeline.push(&ev, &mut lives);
-        }
-    }
-    timeline.finish();
+    driver::drive(source, Filter::ALL.device(dev), &mut lives)?;
     let mut out = lives.finish();
     out.sort_by_key(|r| r.inserted);
     Ok(out)

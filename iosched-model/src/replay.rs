@@ -760,8 +760,7 @@ pub fn recorded_summary(
     // timer note before the first request (wbt's, left from the device's last I/O) or
     // BFQ's messages after the last completion would stretch the recording's window and
     // lower its throughput against the replay's (tiny-seq-writes: 0.2 s in 3.2 s).
-    let mut clipped = iosched_core::source::Clipped::new(source, w.start_ns, w.end_ns);
-    let report = analysis::analyze(&mut clipped, &opts)?;
+    let report = analysis::analyze_between(source, &opts, w.start_ns, w.end_ns)?;
     Ok((Summary::of(&report), report))
 }
 

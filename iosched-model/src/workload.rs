@@ -25,10 +25,11 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use iosched_core::{
-    event::{Comm, Dev, Op, ReqFlags},
+    driver::{self, Filter, TraceSink},
+    event::{Comm, Dev, Event, EventKind, Op, ReqFlags},
     record::DeviceInfo,
     source::{InputError, TraceSource},
-    timeline::{BioLife, DeviceState, LifeSink, RequestLife, Submitter, Timeline},
+    timeline::{BioLife, DeviceState, LifeSink, RequestLife, Submitter},
 };
 
 /// A waiting process's Q this soon after another process's completion may have been woken by
@@ -287,10 +288,10 @@ struct Collect {
     max_in_driver: u32,
     wakeups: Vec<Wakeup>,
     /// kyber and wbt events.
-    throttle_events: Vec<iosched_core::event::Event>,
+    throttle_events: Vec<Event>,
 }
 
-/// A recorded scheduler wakeup ([`iosched_core::event::EventKind::Wakeup`]).
+/// A recorded scheduler wakeup ([`EventKind::Wakeup`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Wakeup {
     pub ts: u64,
@@ -299,12 +300,27 @@ pub struct Wakeup {
 }
 
 impl LifeSink for Collect {
-    fn issued(
-        &mut self,
-        ev: &iosched_core::event::Event,
-        _s: Option<&Submitter>,
-        state: &DeviceState,
-    ) {
+    /// Wakeups, unplugs and throttling events have no part in a life: the timeline passes
+    /// them by.
+    fn event(&mut self, ev: &Event) {
+        if let Some((wakee_pid, _)) = ev.wakee() {
+            self.wakeups.push(Wakeup {
+                ts: ev.ts_ns,
+                waker_pid: ev.pid,
+                wakee_pid,
+            });
+            return;
+        }
+        match ev.kind {
+            EventKind::Unplug => self.unplugs.entry(ev.pid).or_default().push(ev.ts_ns),
+            EventKind::KyberThrottled
+            | EventKind::KyberAdjust
+            | EventKind::WbtStep
+            | EventKind::WbtTimer => self.throttle_events.push(*ev),
+            _ => {}
+        }
+    }
+    fn issued(&mut self, ev: &Event, _s: Option<&Submitter>, state: &DeviceState) {
         self.max_in_driver = self.max_in_driver.max(state.in_driver);
         self.open_d.insert(ev.rq, self.service.len());
         self.service.push(ServiceSample {
@@ -333,6 +349,48 @@ impl LifeSink for Collect {
     }
 }
 
+/// Each device's [`Collect`]: what the timeline makes of an event goes to the event's
+/// device's, even a life of another device it ends (a bio whose id the event reuses).
+#[derive(Default)]
+struct PerDevice {
+    collects: FxHashMap<Dev, Collect>,
+    /// The device of the event being processed.
+    current: Dev,
+}
+
+impl PerDevice {
+    fn current(&mut self) -> &mut Collect {
+        self.collects
+            .get_mut(&self.current)
+            .expect("made when its event was seen")
+    }
+}
+
+impl TraceSink for PerDevice {
+    fn see(&mut self, ev: &Event) {
+        self.current = ev.dev;
+        self.collects.entry(ev.dev).or_default();
+    }
+}
+
+impl LifeSink for PerDevice {
+    fn event(&mut self, ev: &Event) {
+        self.current().event(ev);
+    }
+    fn issued(&mut self, ev: &Event, s: Option<&Submitter>, state: &DeviceState) {
+        self.current().issued(ev, s, state);
+    }
+    fn bio_done(&mut self, bio: &BioLife) {
+        self.current().bio_done(bio);
+    }
+    fn bio_lost(&mut self, bio: &BioLife) {
+        self.current().bio_lost(bio);
+    }
+    fn request_done(&mut self, rq: &RequestLife) {
+        self.current().request_done(rq);
+    }
+}
+
 /// `op_is_sync()`.
 pub fn is_sync(op: Op, flags: ReqFlags) -> bool {
     op == Op::Read || flags.0 & (ReqFlags::SYNC | ReqFlags::FUA | ReqFlags::PREFLUSH) != 0
@@ -354,43 +412,13 @@ pub fn extract(
         ),
         None => None,
     };
-    let mut timeline = Timeline::new(
-        meta.devices
-            .iter()
-            .filter(|d| !d.request_based)
-            .map(|d| d.dev),
-    );
-    let mut per_dev: FxHashMap<Dev, Collect> = FxHashMap::default();
-    while let Some(ev) = source.next_event() {
-        let ev = ev?;
-        if wanted.is_some_and(|w| w != ev.dev) {
-            continue;
-        }
-        let sink = per_dev.entry(ev.dev).or_default();
-        if let Some((wakee_pid, _)) = ev.wakee() {
-            sink.wakeups.push(Wakeup {
-                ts: ev.ts_ns,
-                waker_pid: ev.pid,
-                wakee_pid,
-            });
-            continue;
-        }
-        if ev.kind == iosched_core::event::EventKind::Unplug {
-            sink.unplugs.entry(ev.pid).or_default().push(ev.ts_ns);
-        }
-        if matches!(
-            ev.kind,
-            iosched_core::event::EventKind::KyberThrottled
-                | iosched_core::event::EventKind::KyberAdjust
-                | iosched_core::event::EventKind::WbtStep
-                | iosched_core::event::EventKind::WbtTimer
-        ) {
-            sink.throttle_events.push(ev);
-            continue;
-        }
-        timeline.push(&ev, sink);
-    }
-    timeline.finish();
+    let mut per_dev = PerDevice::default();
+    driver::drive(
+        source,
+        Filter::ALL.devices(wanted.map(|w| vec![w])),
+        &mut per_dev,
+    )?;
+    let mut per_dev = per_dev.collects;
     let dev = match wanted {
         Some(d) => d,
         None => {

@@ -18,6 +18,7 @@ use std::{path::Path, time::Instant};
 use anyhow::Context;
 use iosched_core::{
     analysis::Aggregator,
+    driver::{Driver, Filter},
     event::{Event, EventKind},
     timeline::{LifeSink, Timeline},
     trace_file,
@@ -73,13 +74,10 @@ fn main() -> anyhow::Result<()> {
             evs.iter().for_each(|ev| t.push(ev, &mut Discard));
         });
         let report = per_event(&events, |evs| {
-            let mut t = Timeline::new(Vec::new());
+            let mut pass = Driver::new(&[], Filter::ALL);
             let mut agg = Aggregator::new(Default::default());
-            for ev in evs {
-                agg.see(ev);
-                t.push(ev, &mut agg);
-            }
-            agg.finish();
+            evs.iter().for_each(|ev| pass.push(ev, &mut agg));
+            pass.finish(&mut agg);
         });
         let live = per_event(&events, |evs| {
             let mut b = IntervalBuilder::new(devices.clone(), start, 1_000_000_000);

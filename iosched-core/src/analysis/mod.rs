@@ -20,9 +20,10 @@ use rustc_hash::FxHashMap;
 
 use crate::{
     devmap::DevMap,
+    driver::{self, Filter, TraceSink},
     event::{Dev, Event, EventKind, ReqFlags},
     source::{InputError, TraceSource},
-    timeline::{BioLife, DeviceState, Direction, LifeSink, RequestLife, Submitter, Timeline},
+    timeline::{Anomalies, BioLife, DeviceState, Direction, LifeSink, RequestLife, Submitter},
 };
 
 use idling::{IdleTotals, IdleTracker};
@@ -82,40 +83,26 @@ impl Window {
     }
 }
 
-/// Events read from the source at a time.
-const BATCH: usize = 4096;
-
 /// Reads a whole trace and returns its report.
 pub fn analyze(source: &mut dyn TraceSource, opts: &Options) -> Result<Report, InputError> {
-    let meta = source.meta().clone();
-    let bio_based: Vec<Dev> = meta
-        .devices
-        .iter()
-        .filter(|d| !d.request_based)
-        .map(|d| d.dev)
-        .collect();
-    let wanted = model::resolve_devices(&meta.devices, &opts.devices)?;
-    let mut timeline = Timeline::new(bio_based);
+    analyze_between(source, opts, 0, u64::MAX)
+}
+
+/// [`analyze`] of the events from `from_ns` to `to_ns` only (absolute, both included): an
+/// analysis of the span of a workload's I/O, without the timer notes a recording holds
+/// before its first request and after its last completion (which would stretch the window
+/// its throughput is taken over). Unlike the report's window (`Options::from_ns`), what
+/// lies outside does not exist for it: a request started before `from_ns` is not in flight.
+pub fn analyze_between(
+    source: &mut dyn TraceSource,
+    opts: &Options,
+    from_ns: u64,
+    to_ns: u64,
+) -> Result<Report, InputError> {
+    let wanted = model::resolve_devices(&source.meta().devices, &opts.devices)?;
+    let filter = Filter::ALL.devices(wanted).between(from_ns, to_ns);
     let mut agg = Aggregator::new(opts.clone());
-    let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        batch.clear();
-        source.next_batch(&mut batch, BATCH)?;
-        if batch.is_empty() {
-            break;
-        }
-        for ev in &batch {
-            if let Some(w) = &wanted
-                && !w.contains(&ev.dev)
-            {
-                continue;
-            }
-            agg.see(ev);
-            timeline.push(ev, &mut agg);
-        }
-    }
-    let anomalies = timeline.finish().clone();
-    agg.finish();
+    let anomalies = driver::drive(source, filter, &mut agg)?;
     Ok(model::build(&agg, &anomalies, source))
 }
 
@@ -266,34 +253,6 @@ impl Aggregator {
         agg
     }
 
-    /// Every event passes here before the timeline sees it: the window is fixed by the first.
-    pub fn see(&mut self, ev: &Event) {
-        if self.first_ts.is_none() {
-            self.first_ts = Some(ev.ts_ns);
-            let rel = |r: Option<u64>, dflt: u64| r.map_or(dflt, |r| ev.ts_ns.saturating_add(r));
-            self.window = Window {
-                from: rel(self.opts.from_ns, ev.ts_ns),
-                to: rel(self.opts.to_ns, u64::MAX),
-            };
-        }
-        self.last_ts = self.last_ts.max(ev.ts_ns);
-        if self.window.contains(ev.ts_ns) {
-            self.events += 1;
-            if matches!(
-                ev.kind,
-                EventKind::Queue
-                    | EventKind::GetRq
-                    | EventKind::Insert
-                    | EventKind::Issue
-                    | EventKind::Complete
-                    | EventKind::BioComplete
-            ) {
-                self.io_first_ns = Some(self.io_first_ns.map_or(ev.ts_ns, |f| f.min(ev.ts_ns)));
-                self.io_last_ns = self.io_last_ns.max(ev.ts_ns);
-            }
-        }
-    }
-
     /// [`io_first_ns`](Self::io_first_ns) to [`io_last_ns`](Self::io_last_ns); `None`
     /// without block I/O in the window.
     pub fn io_span_ns(&self) -> Option<u64> {
@@ -420,6 +379,41 @@ fn device_entry(devices: &mut DevMap<DeviceAgg>, window: Window, dev: Dev) -> &m
 
 fn dir_index(d: Direction) -> usize {
     d as usize
+}
+
+/// Every event passes [`see`](TraceSink::see) before the timeline takes it: the window is
+/// fixed by the first.
+impl TraceSink for Aggregator {
+    fn see(&mut self, ev: &Event) {
+        if self.first_ts.is_none() {
+            self.first_ts = Some(ev.ts_ns);
+            let rel = |r: Option<u64>, dflt: u64| r.map_or(dflt, |r| ev.ts_ns.saturating_add(r));
+            self.window = Window {
+                from: rel(self.opts.from_ns, ev.ts_ns),
+                to: rel(self.opts.to_ns, u64::MAX),
+            };
+        }
+        self.last_ts = self.last_ts.max(ev.ts_ns);
+        if self.window.contains(ev.ts_ns) {
+            self.events += 1;
+            if matches!(
+                ev.kind,
+                EventKind::Queue
+                    | EventKind::GetRq
+                    | EventKind::Insert
+                    | EventKind::Issue
+                    | EventKind::Complete
+                    | EventKind::BioComplete
+            ) {
+                self.io_first_ns = Some(self.io_first_ns.map_or(ev.ts_ns, |f| f.min(ev.ts_ns)));
+                self.io_last_ns = self.io_last_ns.max(ev.ts_ns);
+            }
+        }
+    }
+
+    fn end(&mut self, _: &Anomalies) {
+        self.finish();
+    }
 }
 
 impl LifeSink for Aggregator {

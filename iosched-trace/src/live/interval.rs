@@ -1,8 +1,8 @@
 //! Events -> one [`Snapshot`] per interval, with the same code as `report`: one long-lived
-//! [`Timeline`] for the whole session, and per interval and device a fresh [`Aggregator`]
-//! whose window is the interval, started from the device's state at the interval's start.
-//! `analysis::model::build` turns each into the report's own data, so an interval's numbers
-//! are what `report --from --to` computes for that window of a recording.
+//! pass (a [`Driver`], its timeline) for the whole session, and per interval and device a
+//! fresh [`Aggregator`] whose window is the interval, started from the device's state at the
+//! interval's start. `analysis::model::build` turns each into the report's own data, so an
+//! interval's numbers are what `report --from --to` computes for that window of a recording.
 //!
 //! Owns: time-ordering the captured stream, cutting it into intervals, and the view's extras
 //! (latency histograms and recent requests per process, bucketed from the same samples the
@@ -24,10 +24,11 @@ use iosched_core::{
         model::{self},
     },
     devmap::DevMap,
+    driver::{Driver, Filter, TraceSink},
     event::{Dev, Event, EventKind, Note},
     record::{DeviceInfo, ProcessInfo},
     source::{Identity, InputError, TraceFormat, TraceMeta, TraceSource},
-    timeline::{Anomalies, BioLife, DeviceState, LifeSink, RequestLife, Submitter, Timeline},
+    timeline::{Anomalies, BioLife, DeviceState, LifeSink, RequestLife, Submitter},
 };
 
 /// Log2 latency buckets from 1 µs (bucket 0: < 2 µs) to >= 2^(N-1) µs.
@@ -144,6 +145,12 @@ impl IntervalSink {
     }
 }
 
+impl TraceSink for IntervalSink {
+    fn see(&mut self, ev: &Event) {
+        self.agg.see(ev);
+    }
+}
+
 impl LifeSink for IntervalSink {
     fn event(&mut self, ev: &Event) {
         self.agg.event(ev);
@@ -205,6 +212,12 @@ impl Router<'_> {
     }
 }
 
+impl TraceSink for Router<'_> {
+    fn see(&mut self, ev: &Event) {
+        self.sink(ev.dev).see(ev);
+    }
+}
+
 impl LifeSink for Router<'_> {
     fn event(&mut self, ev: &Event) {
         self.sink(ev.dev).event(ev);
@@ -260,7 +273,8 @@ pub struct IntervalBuilder {
     opts: Options,
     interval_ns: u64,
     window: Window,
-    timeline: Timeline,
+    /// One pass for the whole session, every event kept.
+    driver: Driver,
     sinks: DevMap<IntervalSink>,
     /// The last pid added to `processes` (most events come in runs from one task).
     last_pid: u32,
@@ -275,11 +289,6 @@ pub struct IntervalBuilder {
 
 impl IntervalBuilder {
     pub fn new(devices: Vec<DeviceInfo>, start_ns: u64, interval_ns: u64) -> Self {
-        let bio_based: Vec<Dev> = devices
-            .iter()
-            .filter(|d| !d.request_based)
-            .map(|d| d.dev)
-            .collect();
         let opts = Options {
             top_intervals: 5,
             ..Default::default()
@@ -289,11 +298,11 @@ impl IntervalBuilder {
             to: start_ns + interval_ns.max(1),
         };
         let mut b = IntervalBuilder {
+            driver: Driver::new(&devices, Filter::ALL),
             devices,
             opts,
             interval_ns: interval_ns.max(1),
             window,
-            timeline: Timeline::new(bio_based),
             sinks: DevMap::default(),
             last_pid: 0,
             processes: BTreeMap::new(),
@@ -322,7 +331,7 @@ impl IntervalBuilder {
             self.sinks
                 .insert(info.dev, IntervalSink::new(&self.opts, self.window, None));
         }
-        for (dev, state) in self.timeline.device_states() {
+        for (dev, state) in self.driver.timeline().device_states() {
             self.sinks.insert(
                 dev,
                 IntervalSink::new(&self.opts, self.window, Some((dev, state))),
@@ -373,8 +382,7 @@ impl IntervalBuilder {
             opts: &self.opts,
             window: self.window,
         };
-        router.sink(ev.dev).agg.see(ev);
-        self.timeline.push(ev, &mut router);
+        self.driver.push(ev, &mut router);
     }
 
     /// Every event before `ts` has been pushed: close each interval that ends at or before it.
@@ -387,7 +395,8 @@ impl IntervalBuilder {
     fn close(&mut self) -> Snapshot {
         let window = self.window;
         let states: FxHashMap<Dev, DeviceState> = self
-            .timeline
+            .driver
+            .timeline()
             .device_states()
             .map(|(d, s)| (d, s.clone()))
             .collect();
