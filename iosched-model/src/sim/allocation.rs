@@ -3,6 +3,9 @@
 //! scheduler gives a bio's kind ([`Scheduler::request_limit`], BFQ's cut to the first tags,
 //! [`Scheduler::depth_one_tags`]), sleeping in FIFO order when none is free, and waking as
 //! requests complete.
+//!
+//! [`Scheduler::request_limit`]: crate::sched::Scheduler::request_limit
+//! [`Scheduler::depth_one_tags`]: crate::sched::Scheduler::depth_one_tags
 
 use std::cmp::Reverse;
 
@@ -18,8 +21,12 @@ use super::Sim;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum TagDepth {
     /// As many requests as the scheduler lets its kind have ([`Scheduler::request_limit`]).
+    ///
+    /// [`Scheduler::request_limit`]: crate::sched::Scheduler::request_limit
     Limit,
     /// Cut to 1 ([`Scheduler::depth_one_tags`]): only the first tag of the first `n` words.
+    ///
+    /// [`Scheduler::depth_one_tags`]: crate::sched::Scheduler::depth_one_tags
     FirstTags(u32),
 }
 
@@ -183,6 +190,8 @@ impl<'a> Sim<'a> {
     /// found while the limit has room and the first tag is free (an allocation takes a
     /// free first tag before any other): only otherwise is the scheduler asked
     /// ([`Scheduler::depth_one_tags`], a walk over its queues for BFQ).
+    ///
+    /// [`Scheduler::depth_one_tags`]: crate::sched::Scheduler::depth_one_tags
     pub(super) fn refused_depth(&self, i: u32) -> Option<TagDepth> {
         let first_free = self.first_tags.first().is_some_and(Option::is_none);
         let over_limit = self.no_request_for(i, TagDepth::Limit);
@@ -216,6 +225,8 @@ impl<'a> Sim<'a> {
     /// many as the scheduler lets a bio of its kind find allocated
     /// ([`Scheduler::request_limit`]), or, cut to depth 1, the first tags it may take are
     /// all held.
+    ///
+    /// [`Scheduler::request_limit`]: crate::sched::Scheduler::request_limit
     fn no_request_for(&self, i: u32, depth: TagDepth) -> bool {
         if self.live_requests >= self.cfg.max_requests {
             return true;

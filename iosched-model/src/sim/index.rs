@@ -99,6 +99,8 @@ impl BioIndex {
 /// exited (`exit_bfqq`) 28-34 ms after their last completion, past BFQ's 8 ms idle, while
 /// of 32 fio psync readers (`RS`) 21 of the 27 exits logged came within 1.5 ms of their last
 /// completion, the rest within 9 ms, and BFQ's idle timer never ran out for any of them.
+///
+/// [`Ctx::last_io_at`]: crate::sched::Ctx::last_io_at
 pub(crate) fn last_io_at(w: &Workload, origin: u64) -> Vec<u64> {
     let mut last_c = vec![0u64; w.streams.len()];
     for io in &w.ios {

@@ -167,6 +167,8 @@ struct Sim<'a> {
     /// Each stream's last recorded completion, ns after the start ([`Ctx::last_io_at`]).
     last_io_at: Vec<u64>,
     /// Each stream exits as soon as its I/O is done ([`exits_promptly`]).
+    ///
+    /// [`exits_promptly`]: index::exits_promptly
     exits_promptly: Vec<bool>,
     by_end: FxHashMap<u64, RqId>,
     by_start: FxHashMap<u64, RqId>,

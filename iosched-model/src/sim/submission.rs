@@ -34,6 +34,8 @@ impl<'a> Sim<'a> {
     /// ends (at a completion, before the scheduler hears of it) it has no future, and BFQ
     /// does not idle for it; other processes keep theirs until the bio past their end
     /// would arrive, and linger after it.
+    ///
+    /// [`exits_promptly`]: super::index::exits_promptly
     pub(super) fn exits_promptly(&self, s: usize) -> bool {
         self.exits_promptly[s]
     }

@@ -167,6 +167,8 @@ struct Queue {
     /// `last_wr_start_finish` while raised: the raising period runs from it for `wr_dur`.
     wr_start: u64,
     /// `wr_cur_max_time`: [`WR_RT_MAX_TIME_NS`] marks soft real-time raising.
+    ///
+    /// [`WR_RT_MAX_TIME_NS`]: weight_raising::WR_RT_MAX_TIME_NS
     wr_dur: u64,
     /// Where the interactive raising a switch to soft real-time interrupted began
     /// (`wr_start_at_switch_to_srt`); `None`: minus infinity (none to go back to).
@@ -265,6 +267,8 @@ pub struct Bfq {
     busy_weight: f64,
     /// Per group, indexed by `Queue::group` ([`ROOT_GROUP`] first), and the index of
     /// each cgroup's group.
+    ///
+    /// [`ROOT_GROUP`]: groups::ROOT_GROUP
     groups: Vec<GroupLoad>,
     group_index: FxHashMap<u64, usize>,
     /// Cgroups' groups (not the root group) with a busy queue.
