@@ -141,7 +141,7 @@ fn btf_vmlinux_report() {
         "wbt_step",
         "wbt_timer",
         "wbt_lat",
-        "sched_wakeup",
+        "sched_waking",
     ] {
         match btf.tracepoint_params(tp) {
             Ok(params) => {
