@@ -10,7 +10,7 @@
 //!   counters, the check on what the programs missed; [`schedlog`]: the scheduler's own
 //!   messages through the ftrace blk tracer.
 //! - [`live`]: the live view (`live`): per-interval numbers on a terminal or as text.
-//! - [`dump`], [`report`], [`replay_view`]: the text and JSON views.
+//! - [`dump`], [`report`], [`replay_view`], [`explain_view`]: the text and JSON views.
 //! - [`cli`]: command-line syntax and validation.
 
 pub mod btf;
@@ -19,6 +19,7 @@ pub mod cli;
 pub mod completions;
 pub mod devices;
 pub mod dump;
+pub mod explain_view;
 pub mod live;
 pub mod preflight;
 pub mod probe;

@@ -180,11 +180,12 @@ fn explain(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     )?;
     let e = iosched_model::explain::explain(&r, &recorded, &report)?;
     let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&e)?;
+        let mut s =
+            serde_json::to_string_pretty(&iosched_trace::explain_view::explain_json(&r, &e))?;
         s.push('\n');
         s
     } else {
-        iosched_trace::replay_view::render_explain(&r, &e)
+        iosched_trace::explain_view::render_explain(&r, &e)
     };
     write_out(&text)?;
     Ok(ExitCode::SUCCESS)
