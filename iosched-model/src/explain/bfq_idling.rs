@@ -6,6 +6,9 @@
 //! (`low_latency=0`) where it idled for a raised queue; with 5.3's waker detection where
 //! the processes depend on each other on an older kernel. Judged: the best of them against
 //! the replay as recorded.
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay (the runner does), or word
+//! the finding (the view does).
 
 use iosched_core::analysis::Report;
 

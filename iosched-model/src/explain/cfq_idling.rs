@@ -7,6 +7,9 @@
 //! What-ifs: CFQ without idling (`slice_idle=0,group_idle=0`); without group idling
 //! (`group_idle=0`) where the replay group-idled. Judged: no idling against the replay as
 //! recorded, per process in a dependency.
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay (the runner does), or word
+//! the finding (the view does).
 
 use super::super::{
     replay,

@@ -2,6 +2,9 @@
 //!
 //! What-ifs: Kyber held at the depths the trace shows at its throttles. Judged: the replay
 //! as recorded (Kyber at its initial depths) against it, for the processes that waited.
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay (the runner does), or word
+//! the finding (the view does).
 
 use super::super::{
     sched::SchedKind,

@@ -5,6 +5,9 @@
 //! unknown, and so are the merges an elevator would make; there, mq-deadline with merging
 //! at its measured depth and at the most mq-deadline lets exist. Judged: their merge ratio
 //! against the recorded one, and their throughput against the replay as recorded.
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay (the runner does), or word
+//! the finding (the view does).
 
 use super::super::{replay::Replayer, sched::SchedKind, workload::Stream};
 use super::{

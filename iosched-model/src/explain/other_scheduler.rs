@@ -4,6 +4,9 @@
 //! What-ifs: every other scheduler with its defaults; where the recording hid the
 //! per-request latency, the one cited also without it. Judged: against the replay as
 //! recorded.
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay (the runner does), or word
+//! the finding (the view does).
 
 use super::super::sched::SchedKind;
 use super::{

@@ -12,6 +12,9 @@
 //! What-ifs: BFQ with slice_idle doubled. Judged: whether it, and the replay as recorded,
 //! storm; not at all where weight raising was found to cost (its preemptions are the
 //! raising's).
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay (the runner does), or word
+//! the finding (the view does).
 
 use super::super::{
     replay::Run,

@@ -167,8 +167,7 @@ impl<'a> Context<'a> {
         })
     }
 
-    /// `what_if`'s estimate against the replay as recorded, for `pids` (all when empty),
-    /// with its other end where the recording hid the latency and `with_other_end`.
+    /// `what_if`'s estimate against the replay as recorded, for `pids` (all when empty).
     pub fn estimate(&self, runs: &Runs, what_if: &WhatIf, pids: &[u32]) -> Estimate {
         estimate(
             what_if.fix(),
@@ -272,4 +271,83 @@ pub(super) fn diagnose(
         findings.extend(found);
     }
     Ok((findings, 1 + runs.done.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenarios::{dsync_journal, flat_disk};
+    use std::cell::RefCell;
+
+    /// Asks for `wants` and records the configurations it was handed back.
+    struct Asks {
+        wants: Vec<WhatIf>,
+        follow_up: Option<WhatIf>,
+        got: RefCell<Vec<String>>,
+    }
+
+    impl Diagnosis for Asks {
+        fn what_ifs(&self, _: &Context) -> Vec<WhatIf> {
+            self.wants.clone()
+        }
+        fn follow_ups(&self, _: &Context, runs: &Runs) -> Vec<WhatIf> {
+            // The first round's runs are in hand.
+            for w in &self.wants {
+                runs.get(w);
+            }
+            self.follow_up.iter().cloned().collect()
+        }
+        fn judge(&self, _: &Context, runs: &Runs, _: &[Finding]) -> Vec<Finding> {
+            for w in self.wants.iter().chain(&self.follow_up) {
+                self.got.borrow_mut().push(runs.get(w).config.label.clone());
+            }
+            Vec::new()
+        }
+    }
+
+    /// Two diagnoses asking for the same configuration (under two labels), one for the
+    /// recorded one, and a follow-up the other already asked for: the runner replays the
+    /// recorded configuration and each distinct other one once, and hands the same run to
+    /// both.
+    #[test]
+    fn each_distinct_what_if_is_replayed_once() {
+        let r = Replayer::new(
+            dsync_journal(50),
+            Some(flat_disk(400_000.0, 100_000.0)),
+            vec![0, 1],
+        )
+        .unwrap();
+        let as_recorded = r.run(&WhatIf::spec(SchedKind::Bfq, &[]).config).unwrap();
+        let recorded = Summary::of(&as_recorded.report);
+        let cx = Context::new(&r, &recorded, &as_recorded.report).unwrap();
+        let relabelled = {
+            let mut w = WhatIf::spec(SchedKind::MqDeadline, &[]);
+            w.config.label = "mq-deadline by another name".into();
+            w
+        };
+        let no_idle = WhatIf::spec(SchedKind::Bfq, &[("slice_idle", "0")]);
+        let one = Asks {
+            wants: vec![WhatIf::spec(SchedKind::MqDeadline, &[]), cx.base.clone()],
+            follow_up: Some(no_idle.clone()),
+            got: RefCell::default(),
+        };
+        let two = Asks {
+            wants: vec![relabelled, no_idle],
+            follow_up: None,
+            got: RefCell::default(),
+        };
+        let (findings, replays) = diagnose(&cx, &[&one, &two]).unwrap();
+        assert!(findings.is_empty());
+        // The recorded configuration, mq-deadline, bfq:slice_idle=0.
+        assert_eq!(replays, 3);
+        assert_eq!(
+            *one.got.borrow(),
+            [
+                "mq-deadline",
+                cx.base.config.label.as_str(),
+                "bfq:slice_idle=0"
+            ]
+        );
+        assert_eq!(*two.got.borrow(), ["mq-deadline", "bfq:slice_idle=0"]);
+    }
 }

@@ -2,6 +2,9 @@
 //! workload, not a fault.
 //!
 //! What-ifs: none (the device model itself says it).
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay (the runner does), or word
+//! the finding (the view does).
 
 use super::super::replay::Replayer;
 use super::{

@@ -3,6 +3,9 @@
 //!
 //! What-ifs: mq-deadline. Judged: that process's p99 Q2C there (a latency estimate; the
 //! findings rank by throughput, so it ranks as one without an estimate).
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay (the runner does), or word
+//! the finding (the view does).
 
 use super::super::{replay::ProcessSummary, sched::SchedKind};
 use super::{

@@ -6,6 +6,9 @@
 //! What-ifs: per dependent process, BFQ with pre-5.3 rules and the process in a cgroup of
 //! its own (`kernel=5.2,own_group=COMM`). Judged: its throughput there against the replay
 //! as recorded.
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay (the runner does), or word
+//! the finding (the view does).
 
 use super::super::sched::SchedKind;
 use super::{

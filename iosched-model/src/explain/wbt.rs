@@ -4,6 +4,9 @@
 //! What-ifs: the recorded configuration plus wbt's limit as the trace shows it (and its
 //! drain rule where most waits ended only when the writes had drained). Judged: the
 //! replay as recorded (no wbt) against it, for the processes that waited.
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay (the runner does), or word
+//! the finding (the view does).
 
 use super::super::{throttle::WbtWaits, workload::Workload};
 use super::{

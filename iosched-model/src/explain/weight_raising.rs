@@ -7,6 +7,9 @@
 //! alternative (the raised processes at a lower I/O priority, 5.12+) and, where the
 //! recording hid the per-request latency, both without it. Judged: low_latency=0 against
 //! the replay as recorded, unless an earlier finding already cites that what-if.
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay (the runner does), or word
+//! the finding (the view does).
 
 use std::collections::BTreeSet;
 
