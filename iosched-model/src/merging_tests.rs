@@ -9,7 +9,10 @@
 //! `none` a bio that finds no free tag sleeps, its process with it: nothing waits where it
 //! could merge.
 
-use crate::{explain, workload};
+use crate::{
+    explain::{self, Cause, Claim, Evidence, Fix, missing_merges},
+    workload,
+};
 use iosched_core::source::MemorySource;
 
 use super::{
@@ -195,7 +198,7 @@ fn explain_estimates_the_merges_a_recording_with_nomerges_2_missed() {
     let f = e
         .findings
         .iter()
-        .find(|f| f.cause == "missing_merges")
+        .find(|f| f.cause == Cause::MissingMerges)
         .unwrap_or_else(|| panic!("{e:#?}"));
     let est = f.estimate.as_ref().unwrap();
     assert!(
@@ -204,7 +207,7 @@ fn explain_estimates_the_merges_a_recording_with_nomerges_2_missed() {
     );
     // Changing the scheduler does not turn merging on: no other scheduler is credited.
     assert!(
-        !e.findings.iter().any(|f| f.cause == "other_scheduler"),
+        !e.findings.iter().any(|f| f.cause == Cause::OtherScheduler),
         "{e:#?}"
     );
 }
@@ -428,21 +431,48 @@ fn explain_gives_merges_conditionally_for_a_writer_held_back_by_tags() {
     let f = e
         .findings
         .iter()
-        .find(|f| f.cause == "missing_merges")
+        .find(|f| f.cause == Cause::MissingMerges)
         .unwrap_or_else(|| panic!("{e:#?}"));
-    assert!(f.title.contains("held back by the 8 tags"), "{}", f.title);
+    // Held back by the 8 tags, at most 9 in flight; the estimate if it keeps 16.
     assert!(
-        f.evidence[0].contains("at most 9 in flight"),
+        matches!(
+            f.claim,
+            Claim::MissingMerges(missing_merges::Claim::HeldByTags { tags: 8, .. })
+        ),
+        "{:?}",
+        f.claim
+    );
+    assert!(
+        matches!(
+            f.evidence[0],
+            Evidence::MissingMerges(missing_merges::Evidence::HeldBack {
+                max_in_flight: 9,
+                ..
+            })
+        ),
         "{:?}",
         f.evidence
     );
     assert!(
-        f.evidence[2].contains("keeps 16 in flight"),
+        matches!(
+            f.evidence[2],
+            Evidence::MissingMerges(missing_merges::Evidence::AtNrRequests {
+                nr_requests: 16,
+                ..
+            })
+        ),
         "{:?}",
         f.evidence
     );
     let est = f.estimate.as_ref().unwrap();
-    assert!(est.what_if.contains("if fio keeps 16 in flight"), "{est:?}");
+    assert!(
+        matches!(
+            est.what_if,
+            Fix::MqDeadlineAtDepth { stream, depth: 16 }
+                if r.workload.streams[stream as usize].comm.as_str() == "fio"
+        ),
+        "{est:?}"
+    );
     // The estimate is the replay at that depth against the replay as recorded.
     let base = run(&r, "none");
     let deep = run(&r, "mq-deadline:nomerges=0,iodepth=16");

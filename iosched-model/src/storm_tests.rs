@@ -3,7 +3,10 @@
 //! turns, one request each, recorded as if under BFQ with slice_idle 8 ms (the storm's
 //! shape, without a storm in the BFQ model's replay), with or without BFQ's log.
 
-use crate::{explain, workload};
+use crate::{
+    explain::{self, Cause, Claim, Evidence, Fix, preemption_storm::Evidence as StormEvidence},
+    workload,
+};
 use iosched_core::{
     event::{Note, Op},
     source::MemorySource,
@@ -12,7 +15,7 @@ use iosched_core::{
 use super::{
     replay::{self, Replayer},
     scenarios::{self, THINK_NS, empty, push, seek_disk, stream},
-    sched::{SchedKind, Settings},
+    sched::{ExpireReason, SchedKind, Settings},
     storm,
     workload::{Trigger, Workload},
 };
@@ -108,7 +111,40 @@ fn recorded_as_bfq_and_explained(
 }
 
 fn storm_finding(e: &explain::Explanation) -> Option<&explain::Finding> {
-    e.findings.iter().find(|f| f.cause == "preemption_storm")
+    e.findings
+        .iter()
+        .find(|f| f.cause == Cause::PreemptionStorm)
+}
+
+/// A storm finding's own evidence.
+fn storm_evidence(f: &explain::Finding) -> Vec<&StormEvidence> {
+    f.evidence
+        .iter()
+        .filter_map(|e| match e {
+            Evidence::PreemptionStorm(e) => Some(e),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Evidence from BFQ's log.
+fn from_the_log(e: &StormEvidence) -> bool {
+    matches!(
+        e,
+        StormEvidence::LogPreemptions { .. }
+            | StormEvidence::LogStartedBy { .. }
+            | StormEvidence::LogBeganWithIt { .. }
+    )
+}
+
+/// Evidence inferred from the trace.
+fn inferred(e: &StormEvidence) -> bool {
+    matches!(
+        e,
+        StormEvidence::Inferred { .. }
+            | StormEvidence::Pause { inferred: true, .. }
+            | StormEvidence::NoLongPause { inferred: true, .. }
+    )
 }
 
 /// BFQ's log for the trace's turns: the first reader's queue expired `first` when the other
@@ -158,23 +194,27 @@ fn a_storm_the_replay_stays_out_of_is_inferred_from_the_trace() {
         e.self_check
     );
     let f = storm_finding(&e).unwrap_or_else(|| panic!("{:#?}", e.findings));
+    let evidence = storm_evidence(f);
     // Its B requests and the A requests between them, each a slice of its own.
     assert!(
-        f.evidence[0].starts_with("trace (inferred")
-            && f.evidence[0].contains(&format!("{} requests", 2 * B_IOS - 1)),
+        matches!(
+            f.evidence[0],
+            Evidence::PreemptionStorm(StormEvidence::Inferred { requests, .. })
+                if requests == u64::from(2 * B_IOS - 1)
+        ),
         "{:?}",
         f.evidence
     );
     assert!(
-        f.evidence
+        evidence
             .iter()
-            .any(|l| l.contains("no process paused longer than slice_idle")),
+            .any(|e| matches!(e, StormEvidence::NoLongPause { .. })),
         "{:?}",
         f.evidence
     );
-    assert!(f.evidence.iter().all(|l| !l.contains("BFQ's log")));
+    assert!(evidence.iter().all(|e| !from_the_log(e)));
     let est = f.estimate.as_ref().unwrap();
-    assert_eq!(est.what_if, "bfq as recorded, out of the storm");
+    assert_eq!(est.what_if, Fix::OutOfTheStorm);
     assert!(
         (est.predicted_mb_s - e.self_check.model_mb_s).abs() < 1e-9,
         "{est:?}"
@@ -195,29 +235,43 @@ fn a_storm_the_replay_stays_out_of_is_inferred_from_the_trace() {
 fn the_pause_that_started_an_inferred_storm_is_named() {
     let (r, e) = recorded_as_bfq_and_explained(&readers(9_000_000, 1_000_000), None);
     let f = storm_finding(&e).unwrap_or_else(|| panic!("{:#?}", e.findings));
+    let evidence = storm_evidence(f);
     assert!(
-        f.evidence[0].starts_with("trace (inferred"),
+        matches!(
+            f.evidence[0],
+            Evidence::PreemptionStorm(StormEvidence::Inferred { .. })
+        ),
         "{:?}",
         f.evidence
     );
-    let pause = f
-        .evidence
+    // The pause, longer than slice_idle: 9.0x ms of fio(10)'s, inferred.
+    let pause = evidence
         .iter()
-        .find(|l| l.contains("paused"))
+        .find(|e| {
+            matches!(
+                e,
+                StormEvidence::Pause { .. } | StormEvidence::NoLongPause { .. }
+            )
+        })
         .unwrap_or_else(|| panic!("{:?}", f.evidence));
     assert!(
-        pause.starts_with("trace (inferred): fio(10) paused 9.0") && pause.contains("longer"),
-        "{pause}"
+        matches!(
+            pause,
+            StormEvidence::Pause { inferred: true, stream, pause_ns, .. }
+                if r.workload.stream_name(*stream) == "fio(10)"
+                    && (9_000_000..9_100_000).contains(pause_ns)
+        ),
+        "{pause:?}"
     );
     assert!(
-        f.evidence
+        evidence
             .iter()
-            .any(|l| l.starts_with("model: its replay as recorded enters it too")),
+            .any(|e| matches!(e, StormEvidence::ModelAsRecorded { enters: true, .. })),
         "{:?}",
         f.evidence
     );
     let est = f.estimate.as_ref().unwrap();
-    assert_eq!(est.what_if, "bfq:slice_idle=16");
+    assert_eq!(est.what_if, Fix::Config("bfq:slice_idle=16".into()));
     assert!(est.change_pct > 100.0, "{est:?}");
     let s = storm::inferred(&r.workload, 8_000_000).unwrap();
     assert_eq!(s.pause.map(|p| p.stream), Some(0));
@@ -237,21 +291,39 @@ fn bfqs_log_names_the_storm_when_the_recording_has_it() {
     assert!(n >= 2 * u64::from(B_IOS) - 1, "{n}");
     assert_eq!(
         f.evidence[0],
-        format!(
-            "BFQ's log: {} of its {n} expirations were `preempted` (reason 4), {} of them in \
-             a row, and none of their queues had a raised weight",
-            n - 1,
-            n - 1
-        )
+        Evidence::PreemptionStorm(StormEvidence::LogPreemptions {
+            preempted: n - 1,
+            expirations: n,
+            in_a_row: n - 1,
+        })
     );
     assert!(
-        f.evidence[1].contains("when queue 10 expired too_idle: `bfq10S expire (0, slow 0")
-            && f.evidence[1].contains("`bfq11S expire (4,"),
+        matches!(
+            &f.evidence[1],
+            Evidence::PreemptionStorm(StormEvidence::LogStartedBy {
+                pid: 10,
+                reason: ExpireReason::TooIdle,
+                line,
+                first_line,
+                ..
+            }) if line.starts_with("bfq10S expire (0, slow 0")
+                && first_line.starts_with("bfq11S expire (4,")
+        ),
         "{:?}",
         f.evidence
     );
-    assert!(f.title.starts_with("BFQ's log shows"), "{}", f.title);
-    assert!(f.evidence.iter().all(|l| !l.contains("inferred")));
+    assert!(
+        matches!(
+            &f.claim,
+            Claim::PreemptionStorm(explain::preemption_storm::Claim {
+                seen: explain::preemption_storm::Seen::Log { .. },
+                ..
+            })
+        ),
+        "{:?}",
+        f.claim
+    );
+    assert!(storm_evidence(f).iter().all(|e| !inferred(e)));
 
     let budget = |w: &Workload| log_of_turns(w, 0, 2);
     let (_, e) = recorded_as_bfq_and_explained(&w, Some(&budget));

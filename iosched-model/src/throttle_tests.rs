@@ -2,7 +2,10 @@
 //! simulator's own wbt gate and Kyber's token pools decide who waits, the analysis reads it
 //! back from the events alone.
 
-use crate::{explain, workload};
+use crate::{
+    explain::{self, Cause, Claim, Evidence, Verdict, kyber, throttling, wbt},
+    workload,
+};
 use iosched_core::{
     event::{Event, EventKind, Op},
     source::MemorySource,
@@ -158,16 +161,25 @@ fn wbt_waits_are_counted_as_the_gate_made_them() {
     let f = e
         .findings
         .iter()
-        .find(|f| f.cause == "wbt_throttling")
+        .find(|f| f.cause == Cause::WbtThrottling)
         .unwrap_or_else(|| panic!("{e:#?}"));
     assert!(
-        f.title.contains(&format!("{} buffered writes", held.len())),
-        "{}",
-        f.title
+        matches!(
+            &f.claim,
+            Claim::Wbt(wbt::Claim {
+                held: n,
+                most_waited: Some((comm, 400)),
+                ..
+            }) if *n == held.len() as u64 && comm == "kworker/u8:1"
+        ),
+        "{:?}",
+        f.claim
     );
-    assert!(f.title.contains("kworker/u8:1(400)"), "{}", f.title);
+    // The tunable: wbt_lat_usec.
     assert!(
-        f.evidence.iter().any(|l| l.contains("wbt_lat_usec")),
+        f.evidence
+            .iter()
+            .any(|e| matches!(e, Evidence::Wbt(wbt::Evidence::Tunable { .. }))),
         "{:?}",
         f.evidence
     );
@@ -181,16 +193,16 @@ fn wbt_waits_are_counted_as_the_gate_made_them() {
         e.findings
     );
     assert!(
-        f.evidence.iter().any(|l| l.contains("the other processes")),
+        f.evidence
+            .iter()
+            .any(|e| matches!(e, Evidence::Throttling(throttling::Evidence::Others { .. }))),
         "{:?}",
         f.evidence
     );
     assert_eq!(e.throttling.wbt.waits.count, held.len() as u64);
-    let json = serde_json::to_value(&e).unwrap();
-    assert_eq!(
-        json["throttling"]["wbt"]["waits"]["count"],
-        serde_json::json!(held.len())
-    );
+    // As `explain --json` carries it.
+    let json = serde_json::to_value(&e.throttling).unwrap();
+    assert_eq!(json["wbt"]["waits"]["count"], serde_json::json!(held.len()));
 }
 
 /// On a device with a volatile write cache wbt wakes its sleepers only when every tracked
@@ -221,10 +233,24 @@ fn wbt_waits_that_end_at_drain_are_replayed_with_the_drain_rule() {
     let f = e
         .findings
         .iter()
-        .find(|f| f.cause == "wbt_throttling_pays")
+        .find(|f| f.cause == Cause::WbtThrottlingPays)
         .unwrap_or_else(|| panic!("{e:#?}"));
-    assert!(f.title.contains("it pays"), "{}", f.title);
-    assert!(e.verdict.starts_with("nothing is wrong"), "{}", e.verdict);
+    assert!(
+        matches!(
+            f.claim,
+            Claim::Wbt(wbt::Claim {
+                pays_less_pct: Some(_),
+                ..
+            })
+        ),
+        "{:?}",
+        f.claim
+    );
+    assert!(
+        !matches!(e.verdict, Verdict::Findings(_)),
+        "{:?}",
+        e.verdict
+    );
 }
 
 #[test]
@@ -243,7 +269,9 @@ fn a_trace_without_throttling_has_no_throttle_finding() {
     assert_eq!(extracted.throttle.wbt.waits.count, 0);
     assert!(extracted.throttle.kyber.is_empty());
     assert!(
-        !e.findings.iter().any(|f| f.cause.ends_with("_throttling")),
+        !e.findings
+            .iter()
+            .any(|f| f.cause.key().ends_with("_throttling")),
         "{e:#?}"
     );
 }
@@ -279,7 +307,7 @@ fn tag_bound_waits_are_not_called_wbt() {
             .filter(|ev| ev.kind == EventKind::Queue && ev.pid == 400)
             .count();
         assert!(wbt.tag_bound > 0 && wbt.tag_bound as usize <= writer_long);
-        assert!(!e.findings.iter().any(|f| f.cause == "wbt_throttling"));
+        assert!(!e.findings.iter().any(|f| f.cause == Cause::WbtThrottling));
     }
 }
 
@@ -333,11 +361,18 @@ fn kyber_waits_are_the_token_shortage() {
     let f = e
         .findings
         .iter()
-        .find(|f| f.cause == "kyber_throttling")
+        .find(|f| f.cause == Cause::KyberThrottling)
         .unwrap_or_else(|| panic!("{e:#?}"));
-    assert!(f.title.contains("8 requests"), "{}", f.title);
     assert!(
-        f.evidence.iter().any(|l| l.contains("read_lat_nsec")),
+        matches!(f.claim, Claim::Kyber(kyber::Claim { requests: 8, .. })),
+        "{:?}",
+        f.claim
+    );
+    // The tunables: read_lat_nsec and write_lat_nsec.
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| matches!(e, Evidence::Kyber(kyber::Evidence::Tunable { .. }))),
         "{:?}",
         f.evidence
     );

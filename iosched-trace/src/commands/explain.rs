@@ -13,11 +13,11 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     )?;
     let e = iosched_model::explain::explain(&r, &recorded, &report)?;
     let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&e)?;
+        let mut s = serde_json::to_string_pretty(&crate::views::explain::explain_json(&r, &e))?;
         s.push('\n');
         s
     } else {
-        crate::views::replay::render_explain(&r, &e)
+        crate::views::explain::render_explain(&r, &e)
     };
     super::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)

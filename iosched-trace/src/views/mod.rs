@@ -4,15 +4,18 @@
 //!
 //! - [`dump`]: `dump`, every event of a trace as blkparse-style text or JSON lines.
 //! - [`report`]: `report`'s text, the report laid out in sections and columns.
-//! - [`replay`]: `replay`'s and `explain`'s text.
+//! - [`replay`]: `replay`'s text.
+//! - [`explain`]: `explain`'s text and JSON document, one module per cause, the words for
+//!   the model's structured findings.
 //!
 //! `--json` output is the data serialized, by the commands themselves, except `dump --json`,
-//! whose lines are [`dump`]'s. The live view's screen is `live::ui`'s.
+//! whose lines are [`dump`]'s, and `explain --json`, which [`explain`] builds from the words. The live view's screen is `live::ui`'s.
 //!
 //! Owns: layout. Must not: compute numbers, run models, or write to stdout (a command
 //! writes what a view returns; [`dump`] writes to the writer it is given, and its reader
 //! warnings to stderr unless told not to).
 
 pub mod dump;
+pub mod explain;
 pub mod replay;
 pub mod report;

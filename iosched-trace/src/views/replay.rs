@@ -1,19 +1,18 @@
-//! `replay`'s and `explain`'s text (their `--json` is the serialized data itself).
+//! Text view of `replay` (its `--json` is the serialized data itself), and the lines of it
+//! `explain`'s view shares ([`super::explain`]).
 //!
-//! Owns: layout. Must not: compute numbers (they come from `model::replay` and
-//! `model::explain`).
+//! Owns: layout. Must not: compute numbers (they come from `model::replay`).
 
 use std::fmt::Write;
 
 use iosched_model::{
     device::{DeviceModel, FitQuality},
-    explain::{Estimate, Explanation},
     replay::{ContinuedNote, Replayer, Run, Summary},
     sched::Decided,
     workload::StreamKind,
 };
 
-fn device_line(r: &Replayer) -> String {
+pub(crate) fn device_line(r: &Replayer) -> String {
     let kind = match &r.device {
         DeviceModel::Rotational(_) => "rotational, fitted",
         DeviceModel::Disk { .. } => "rotational, from the profile",
@@ -266,7 +265,7 @@ pub fn render_replay(r: &Replayer, recorded: &Summary, runs: &[Run], decisions: 
 }
 
 /// One run's continuation, in a line: what, for how long, on what evidence.
-fn continued_text(label: &str, c: &ContinuedNote) -> String {
+pub(crate) fn continued_text(label: &str, c: &ContinuedNote) -> String {
     let p = &c.plan;
     let n = p.streams.len();
     let secs = p.runtime_ns as f64 / 1e9;
@@ -435,76 +434,4 @@ pub fn decision_text(r: &Replayer, d: &Decided) -> String {
         ),
     };
     format!("{:>12.6} s  {what}", d.t as f64 / 1e9)
-}
-
-/// `explain`'s text.
-pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "device {}, recorded under {}, kernel {}.{}",
-        e.device,
-        e.scheduler.as_deref().unwrap_or("an unknown scheduler"),
-        e.kernel / 1000,
-        e.kernel % 1000
-    );
-    let _ = writeln!(out, "device model: {}", device_line(r));
-    let s = &e.self_check;
-    let _ = writeln!(
-        out,
-        "model check: replaying as recorded gives {:.3} MB/s (recorded {:.3}), Q2C {:.2} ms \
-         (recorded {:.2})",
-        s.model_mb_s, s.recorded_mb_s, s.model_q2c_ms, s.recorded_q2c_ms
-    );
-    let _ = writeln!(out, "workload:");
-    for l in workload_lines(r) {
-        let _ = writeln!(out, "{l}");
-    }
-    if let Some(c) = &e.continued {
-        let _ = writeln!(
-            out,
-            "{}",
-            continued_text("replaying as recorded (and every what-if)", c)
-        );
-    }
-    out.push('\n');
-    if e.findings.is_empty() {
-        let _ = writeln!(out, "{}", e.verdict);
-        return out;
-    }
-    for (i, f) in e.findings.iter().enumerate() {
-        let _ = writeln!(out, "{}. [{}] {}", i + 1, f.cause, f.title);
-        for ev in &f.evidence {
-            let _ = writeln!(out, "     - {ev}");
-        }
-        if let Some(est) = &f.estimate {
-            let _ = writeln!(
-                out,
-                "     => with {}: {:.3} MB/s instead of {:.3} ({:+.0}%)",
-                est.what_if, est.predicted_mb_s, est.measured_mb_s, est.change_pct
-            );
-            range_end_line(&mut out, est);
-        }
-        for est in &f.alternatives {
-            let _ = writeln!(
-                out,
-                "     => or with {}: {:.3} MB/s ({:+.0}%)",
-                est.what_if, est.predicted_mb_s, est.change_pct
-            );
-            range_end_line(&mut out, est);
-        }
-    }
-    let _ = writeln!(out, "\n{}", e.verdict);
-    out
-}
-
-/// An estimate's other end ([`Estimate::range_end`]), under it.
-fn range_end_line(out: &mut String, est: &Estimate) {
-    if let Some(o) = &est.range_end {
-        let _ = writeln!(
-            out,
-            "        or, by {}: {:.3} MB/s ({:+.0}%)",
-            o.basis, o.predicted_mb_s, o.change_pct
-        );
-    }
 }

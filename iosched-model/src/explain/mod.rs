@@ -1,0 +1,169 @@
+//! "Why is <recorded scheduler> slow here": findings ranked by the model-estimated effect of
+//! their fix, each with its evidence from the trace and from the model's decisions. Effects
+//! are applied to the measured numbers as ratios (measured x predicted-with-fix /
+//! predicted-as-recorded), so a model that is off by a constant factor still ranks causes
+//! right.
+//!
+//! One diagnosis per cause, each in its own module: the what-ifs it needs (configurations
+//! to replay) and how it judges their runs. [`runner`] gathers every diagnosis's what-ifs,
+//! replays each distinct one once and hands the runs back. Findings are data ([`finding`]):
+//! which cause, what it claims, its evidence, as enums and numbers; their wording is the
+//! view's.
+//!
+//! Owns: choosing what-ifs and turning runs into findings, ranked. Must not: print, or word
+//! a finding.
+
+pub mod bfq_idling;
+pub mod cfq_idling;
+pub mod finding;
+pub mod kyber;
+pub mod missing_merges;
+pub mod other_scheduler;
+pub mod preemption_storm;
+mod runner;
+pub mod seek_bound;
+pub mod slices_too_long;
+pub mod throttling;
+pub mod waker_handled;
+pub mod wbt;
+pub mod weight_raising;
+
+use serde::Serialize;
+
+use iosched_core::analysis::Report;
+
+pub use finding::{
+    AloneBy, Cause, Claim, Estimate, Evidence, Finding, Fix, LatencyEstimate, OtherEnd, RangeBasis,
+    RangeEnd,
+};
+
+use super::{
+    replay::{self, ReplayError, Replayer, Summary},
+    sched::{Decision, InjectWhy},
+};
+use runner::{Context, Diagnosis};
+
+/// Findings below this estimated change are not worth a line.
+pub const MIN_EFFECT_PCT: f64 = 10.0;
+
+/// Every diagnosis, in the order their findings are gathered (the ranking is stable: among
+/// findings of the same effect, this order stands). A diagnosis judges with the findings of
+/// those before it in hand.
+const DIAGNOSES: &[&dyn Diagnosis] = &[
+    &bfq_idling::BfqIdling,
+    &waker_handled::WakerHandled,
+    &weight_raising::WeightRaising,
+    &preemption_storm::PreemptionStorm,
+    &slices_too_long::SlicesTooLong,
+    &cfq_idling::CfqIdling,
+    &missing_merges::MissingMerges,
+    &wbt::Wbt,
+    &kyber::Kyber,
+    &seek_bound::SeekBound,
+    &other_scheduler::OtherScheduler,
+];
+
+#[derive(Clone, Debug)]
+pub struct Explanation {
+    pub device: String,
+    pub scheduler: Option<String>,
+    pub kernel: u32,
+    /// How well the replay of the recorded configuration reproduces the recording.
+    pub self_check: SelfCheck,
+    pub findings: Vec<Finding>,
+    pub verdict: Verdict,
+    /// Time-bounded processes the replays continued to their end (the what-ifs compare
+    /// throughput over the recorded duration).
+    pub continued: Option<replay::ContinuedNote>,
+    /// Throttling the trace shows (wbt's Q->G waits, Kyber's throttled domains), measured.
+    pub throttling: super::throttle::Throttling,
+    /// Replays explain ran: each distinct what-if once, the replay as recorded included.
+    pub replays: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SelfCheck {
+    pub recorded_mb_s: f64,
+    pub model_mb_s: f64,
+    pub recorded_q2c_ms: f64,
+    pub model_q2c_ms: f64,
+    pub fit_r2: Option<f64>,
+    pub fit_mean_abs_error_pct: Option<f64>,
+}
+
+/// What the findings come to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// This many findings are faults worth their fix ([`MIN_EFFECT_PCT`] or more, or no
+    /// estimate), the first the largest.
+    Findings(usize),
+    /// Nothing is wrong: BFQ idles, but it recognised the waker ([`Cause::WakerHandled`]).
+    WakerHandled,
+    /// Nothing is wrong: BFQ idled, but it detected the waker and injected its I/O.
+    WakerInjected,
+    /// Nothing is wrong: no what-if gains [`MIN_EFFECT_PCT`].
+    NoGain,
+}
+
+/// Explains the recorded scheduler's behaviour on `r`'s workload. `recorded`: the
+/// recording's own summary (same device).
+pub fn explain(
+    r: &Replayer,
+    recorded: &Summary,
+    recorded_report: &Report,
+) -> Result<Explanation, ReplayError> {
+    let cx = Context::new(r, recorded, recorded_report)?;
+    let (mut findings, replays) = runner::diagnose(&cx, DIAGNOSES)?;
+    findings.sort_by(|a, b| {
+        let e = |f: &Finding| f.estimate.as_ref().map_or(0.0, |e| e.change_pct.abs());
+        e(b).total_cmp(&e(a))
+    });
+    let base = &cx.base_run;
+    // Characteristics of the workload (seek-bound) are notes, not faults.
+    let significant = findings
+        .iter()
+        .filter(|f| {
+            !f.cause.is_note()
+                && f.estimate
+                    .as_ref()
+                    .is_none_or(|e| e.change_pct.abs() >= MIN_EFFECT_PCT)
+        })
+        .count();
+    let injected = base.decisions.iter().any(|d| {
+        matches!(
+            d.d,
+            Decision::Inject {
+                why: InjectWhy::Waker,
+                ..
+            }
+        )
+    });
+    let verdict = if significant > 0 {
+        Verdict::Findings(significant)
+    } else if findings.iter().any(|f| f.cause == Cause::WakerHandled) {
+        Verdict::WakerHandled
+    } else if injected {
+        Verdict::WakerInjected
+    } else {
+        Verdict::NoGain
+    };
+    let w = &r.workload;
+    Ok(Explanation {
+        continued: base.continued.clone(),
+        device: w.device.name.clone(),
+        scheduler: r.recorded_scheduler.clone(),
+        kernel: r.env.kernel,
+        self_check: SelfCheck {
+            recorded_mb_s: recorded.mb_per_s,
+            model_mb_s: base.summary.mb_per_s,
+            recorded_q2c_ms: recorded.q2c_mean_ms,
+            model_q2c_ms: base.summary.q2c_mean_ms,
+            fit_r2: r.fit.as_ref().map(|f| f.r2),
+            fit_mean_abs_error_pct: r.fit.as_ref().map(|f| f.mean_abs_error_pct),
+        },
+        findings,
+        verdict,
+        throttling: w.throttle.clone(),
+        replays,
+    })
+}
