@@ -12,6 +12,7 @@ use iosched_core::{
     analysis, blktrace,
     record::{DeviceInfo, Header, RecordingWriter, Stats},
     synth, trace_file,
+    units::{BytesStyle, human_bytes},
 };
 use iosched_trace::{
     cli::{
@@ -20,7 +21,7 @@ use iosched_trace::{
     },
     devices::Sysfs,
     dump, preflight,
-    recorder::{self, RecordConfig, human_bytes},
+    recorder::{self, RecordConfig},
 };
 
 fn main() -> ExitCode {
@@ -359,7 +360,7 @@ fn record(args: RecordArgs) -> anyhow::Result<ExitCode> {
     eprintln!(
         "recorded {} events ({}) in {:.1}s to {} [{}]; lost {} events{}",
         summary.events,
-        human_bytes(summary.bytes),
+        human_bytes(summary.bytes as f64, BytesStyle::UpToTib),
         summary.duration.as_secs_f64(),
         args.output.display(),
         summary.ended_by,
