@@ -11,6 +11,7 @@ use std::{
     process::Command,
 };
 
+use iosched_core::record::active_scheduler;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -227,39 +228,5 @@ impl Drop for LoopDevice {
             ),
             Err(e) => eprintln!("cleanup: WARNING: running losetup -d: {e}"),
         }
-    }
-}
-
-/// The active entry of a `queue/scheduler` file: `none [mq-deadline] kyber` -> `mq-deadline`;
-/// a lone unbracketed entry (a device that offers only `none`) is active too.
-pub fn active_scheduler(contents: &str) -> Option<&str> {
-    let mut entries = contents.split_whitespace();
-    let bracketed = entries
-        .clone()
-        .find_map(|s| s.strip_prefix('[')?.strip_suffix(']'));
-    match (bracketed, entries.next(), entries.next()) {
-        (Some(active), _, _) => Some(active),
-        (None, Some(only), None) => Some(only),
-        _ => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_the_active_scheduler() {
-        assert_eq!(
-            active_scheduler("[none] mq-deadline kyber bfq\n"),
-            Some("none")
-        );
-        assert_eq!(
-            active_scheduler("none [mq-deadline] kyber bfq\n"),
-            Some("mq-deadline")
-        );
-        assert_eq!(active_scheduler("none\n"), Some("none"));
-        assert_eq!(active_scheduler("none mq-deadline\n"), None);
-        assert_eq!(active_scheduler(""), None);
     }
 }

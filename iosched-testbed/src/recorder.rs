@@ -25,8 +25,8 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Error)]
 pub enum RecorderError {
-    #[error("could not start `{command}`: {err}")]
-    Spawn { command: String, err: io::Error },
+    #[error("could not start {program}: {err}")]
+    Spawn { program: String, err: io::Error },
     #[error("the recorder exited before it was ready ({status}); {said}")]
     ExitedEarly { status: ExitStatus, said: String },
     #[error("the recorder did not print {READY_LINE:?} within {secs} s; {said}")]
@@ -75,7 +75,7 @@ impl Recorder {
             .stderr(Stdio::piped())
             .spawn()
             .map_err(|err| RecorderError::Spawn {
-                command: shown(&command),
+                program: command.get_program().to_string_lossy().into_owned(),
                 err,
             })?;
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -237,15 +237,6 @@ impl Drop for Recorder {
             let _ = child.wait();
         }
     }
-}
-
-fn shown(command: &Command) -> String {
-    let mut s = command.get_program().to_string_lossy().into_owned();
-    for arg in command.get_args() {
-        s.push(' ');
-        s.push_str(&arg.to_string_lossy());
-    }
-    s
 }
 
 #[cfg(test)]

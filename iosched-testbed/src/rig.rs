@@ -24,11 +24,10 @@ use std::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use iosched_core::record::active_scheduler;
 use iosched_disk::{DiskModel, DiskParams, ModelError};
 
-use crate::{
-    args::model_flags, daemon::MAX_REQUEST, loop_device::active_scheduler, mounts::is_mount_point,
-};
+use crate::{args::model_flags, daemon::MAX_REQUEST, mounts::is_mount_point};
 
 /// How long the daemon may take to mount and answer its first GETATTR.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
