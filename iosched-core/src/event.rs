@@ -369,6 +369,31 @@ pub struct Event {
 }
 
 impl Event {
+    /// A Queue of nothing: a read of 0 bytes at sector 0 on device 0:0 by pid 0, every id,
+    /// flag and value zero. The start of events built field by field (simulators, synthetic
+    /// traces), which set what they mean and keep the rest.
+    pub const fn blank() -> Self {
+        Self {
+            ts_ns: 0,
+            kind: EventKind::Queue,
+            cpu: 0,
+            pid: 0,
+            tgid: 0,
+            comm: Comm([0; 16]),
+            cgroup_id: 0,
+            dev: Dev { major: 0, minor: 0 },
+            sector: 0,
+            bytes: 0,
+            op: Op::Read,
+            flags: ReqFlags(0),
+            ioprio: 0,
+            rq: 0,
+            bio: 0,
+            error: 0,
+            aux: 0,
+        }
+    }
+
     pub fn sectors(&self) -> u32 {
         self.bytes >> 9
     }

@@ -13,6 +13,7 @@
 //! - [`analysis`]: per device/process/cgroup numbers from the timeline (`report`'s data).
 //! - [`devmap`]: small per-device maps the hot loops use.
 //! - [`synth`]: synthetic recordings of known shape (benchmarks, tests).
+//! - [`units`]: nanoseconds and bytes printed for people, sizes parsed from flags.
 
 pub mod analysis;
 pub mod blktrace;
@@ -24,3 +25,4 @@ pub mod source;
 pub mod synth;
 pub mod timeline;
 pub mod trace_file;
+pub mod units;

@@ -76,23 +76,8 @@ pub fn generate<E>(
         .map(|p| Comm::new(&format!("synth{p}")))
         .collect();
     let mut ev = Event {
-        ts_ns: 0,
-        kind: EventKind::Queue,
-        cpu: 0,
-        pid: 0,
-        tgid: 0,
-        comm: Comm::default(),
-        cgroup_id: 0,
         dev: spec.dev,
-        sector: 0,
-        bytes: 0,
-        op: Op::Read,
-        flags: ReqFlags(0),
-        ioprio: 0,
-        rq: 0,
-        bio: 0,
-        error: 0,
-        aux: 0,
+        ..Event::blank()
     };
     let mut emitted = 0u64;
     let mut emit = |ev: &mut Event, kind: EventKind, t: &mut u64, rng: &mut Rng| {

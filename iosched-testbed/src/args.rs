@@ -1,8 +1,9 @@
 //! Command-line pieces shared by `iosched-hdd` and `cargo xtask disk up`: the model's
-//! parameters as flags, and sizes such as `2G`.
+//! parameters as flags, and disk sizes such as `2G`.
 
 use clap::Args;
 
+use iosched_core::units::parse_size;
 use iosched_disk::DiskParams;
 
 /// The disk model's parameters as flags; defaults are [`DiskParams::default`].
@@ -56,32 +57,12 @@ pub fn model_flags(params: &DiskParams) -> Vec<String> {
     .collect()
 }
 
-/// `4096`, `512K`, `64M`, `2G`, `1T` (binary multiples; an optional trailing `iB`/`B`).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let t = t
-        .strip_suffix("iB")
-        .or_else(|| t.strip_suffix('B'))
-        .unwrap_or(t);
-    let (digits, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(format!("{text:?}: unknown unit {c:?} (use K, M, G or T)")),
-            };
-            (&t[..i], shift)
-        }
-        _ => (t, 0),
-    };
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?}: not a size (examples: 4096, 512M, 2G)"))?;
-    n.checked_mul(1 << shift)
-        .filter(|&n| n > 0)
-        .ok_or_else(|| format!("{text:?}: must be between 1 byte and 16 EiB"))
+/// A disk's size: [`parse_size`]'s grammar (`2G`, `1T`, `64MiB`), and at least one byte.
+pub fn parse_disk_size(text: &str) -> Result<u64, String> {
+    match parse_size(text)? {
+        0 => Err(format!("{text:?}: a disk needs at least one byte")),
+        n => Ok(n),
+    }
 }
 
 #[cfg(test)]
@@ -91,20 +72,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_sizes() {
-        for (text, want) in [
-            ("4096", 4096),
-            ("512K", 512 << 10),
-            ("64M", 64 << 20),
-            ("2G", 2 << 30),
-            ("2GiB", 2 << 30),
-            ("1t", 1 << 40),
-        ] {
-            assert_eq!(parse_size(text), Ok(want), "{text}");
-        }
-        for bad in ["", "G", "-1", "1.5G", "3X", "0", "99999999999T"] {
-            assert!(parse_size(bad).is_err(), "{bad} accepted");
-        }
+    fn a_disk_has_a_size() {
+        assert_eq!(parse_disk_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_disk_size("1t"), Ok(1 << 40));
+        assert!(parse_disk_size("0").is_err());
+        assert!(parse_disk_size("0G").is_err());
+        assert!(parse_disk_size("1.5G").is_err());
     }
 
     #[derive(Parser)]

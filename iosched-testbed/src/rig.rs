@@ -24,9 +24,10 @@ use std::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use iosched_core::record::active_scheduler;
 use iosched_disk::{DiskModel, DiskParams, ModelError};
 
-use crate::{args::model_flags, daemon::MAX_REQUEST};
+use crate::{args::model_flags, daemon::MAX_REQUEST, mounts::is_mount_point};
 
 /// How long the daemon may take to mount and answer its first GETATTR.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -258,7 +259,7 @@ impl Hdd {
                     log: read_log(&self.state.dir),
                 });
             }
-            if is_mounted(&self.state.disk_file)
+            if is_mount_point(&self.state.disk_file)
                 && fs::metadata(&self.state.disk_file).is_ok_and(|m| m.len() == self.state.size)
             {
                 return Ok(());
@@ -439,25 +440,6 @@ fn run(cmd: &mut Command) -> Result<String, RigError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// The active entry of a `queue/scheduler` file: `none [mq-deadline] bfq` -> `mq-deadline`.
-fn active_scheduler(contents: &str) -> Option<&str> {
-    contents
-        .split_whitespace()
-        .find_map(|s| s.strip_prefix('[')?.strip_suffix(']'))
-}
-
-/// Whether `path` is a mount point in our mount namespace (field 5 of /proc/self/mountinfo;
-/// our paths have no characters that mountinfo escapes).
-pub fn is_mounted(path: &Path) -> bool {
-    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let want = path.as_os_str().as_bytes();
-    info.lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .any(|mp| mp.as_bytes() == want)
-}
-
 /// Polls `done` until it holds or [`STEP_TIMEOUT`] passes.
 fn wait_for(mut done: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + STEP_TIMEOUT;
@@ -534,13 +516,13 @@ fn teardown(state: &State, mut daemon: Option<Child>) -> Result<(), RigError> {
     }
 
     // 2. The FUSE mount. Busy only while the loop device still holds the file.
-    if is_mounted(&state.disk_file) {
+    if is_mount_point(&state.disk_file) {
         let target = std::ffi::CString::new(state.disk_file.as_os_str().as_bytes())
             .expect("no NUL in our paths");
         let unmounted = wait_for(|| {
             // SAFETY: a valid NUL-terminated path.
             let rc = unsafe { libc::umount2(target.as_ptr(), 0) };
-            rc == 0 || !is_mounted(&state.disk_file)
+            rc == 0 || !is_mount_point(&state.disk_file)
         });
         if !unmounted {
             // Lazy: the mount disappears from view now, the kernel frees it when unused.

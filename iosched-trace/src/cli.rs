@@ -6,6 +6,7 @@
 use std::{path::PathBuf, time::Duration};
 
 use clap::{Parser, Subcommand};
+use iosched_core::units::parse_size;
 
 use crate::devices::{Disk, Sysfs};
 
@@ -453,23 +454,6 @@ impl RecordArgs {
     }
 }
 
-/// `64M`, `256K`, `1G`, or plain bytes.
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let (digits, shift) = match text.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&text[..i], 10),
-        Some((i, 'm' | 'M')) => (&text[..i], 20),
-        Some((i, 'g' | 'G')) => (&text[..i], 30),
-        _ => (text, 0),
-    };
-    let value: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (examples: 4096, 256K, 64M, 1G)"))?;
-    value
-        .checked_mul(1 << shift)
-        .ok_or_else(|| format!("{text:?} is too large"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -481,16 +465,6 @@ mod tests {
             Command::Record(r) => r,
             _ => unreachable!(),
         }
-    }
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("4096"), Ok(4096));
-        assert_eq!(parse_size("256K"), Ok(256 << 10));
-        assert_eq!(parse_size("64m"), Ok(64 << 20));
-        assert_eq!(parse_size("1G"), Ok(1 << 30));
-        assert!(parse_size("lots").is_err());
-        assert!(parse_size("").is_err());
     }
 
     #[test]

@@ -28,6 +28,7 @@ use iosched_core::{
     blktrace::BlktraceWriter,
     event::Event,
     record::{ClockBase, Header, ProcessInfo, RecordingWriter, Stats},
+    units::{BytesStyle, human_bytes},
 };
 
 /// What `record` writes.
@@ -255,7 +256,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
                     now.duration_since(started).as_secs_f64(),
                     rate,
                     total,
-                    human_bytes(writer.bytes_written()),
+                    human_bytes(writer.bytes_written() as f64, BytesStyle::UpToTib),
                     stats.lost()
                 );
                 last_progress = (now, total);
@@ -508,31 +509,9 @@ impl std::hash::Hasher for TaskHasher {
     }
 }
 
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn human_bytes_units() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
-        assert_eq!(human_bytes(3 << 30), "3.0 GiB");
-    }
 
     #[test]
     fn process_table_reports_each_task_once_however_events_interleave() {

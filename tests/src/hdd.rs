@@ -17,6 +17,7 @@ use std::{
 };
 
 pub use iosched_disk::{DiskModel, DiskParams};
+use iosched_testbed::mounts;
 pub use iosched_testbed::rig::{Hdd, HddConfig, State};
 
 /// The `iosched-hdd` daemon: `IOSCHED_HDD_BIN`, else the workspace's release then debug build.
@@ -61,11 +62,12 @@ pub fn leftovers(state: &State) -> Vec<String> {
                 .map(|l| format!("loop device: {l}")),
         );
     }
-    if let Ok(info) = fs::read_to_string("/proc/self/mountinfo") {
+    if let Ok(mounts) = mounts::mounts() {
         found.extend(
-            info.lines()
-                .filter(|l| l.contains(&dir))
-                .map(|l| format!("mount: {l}")),
+            mounts
+                .iter()
+                .filter(|m| m.mount_point.contains(&dir))
+                .map(|m| format!("mount: {} ({})", m.mount_point, m.fs_type)),
         );
     }
     if let Some(pid) = state.daemon_pid {

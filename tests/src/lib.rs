@@ -1,6 +1,7 @@
-//! Helpers for the root-only tests on the real kernel: scratch loop devices, the recorder
-//! binary run as a child, the kernel's own ftrace `blk` tracer as an oracle. Every helper
-//! undoes what it did on drop, so a failing test leaves nothing behind.
+//! Helpers for the root-only tests on the real kernel: scratch loop devices and the recorder
+//! binary run as a child (the test bed's guards, set up as these tests want them), the
+//! kernel's own ftrace `blk` tracer as an oracle. Every helper undoes what it did on drop, so
+//! a failing test leaves nothing behind.
 //!
 //! These tests touch only devices they create. They run serially (`--test-threads=1`, as
 //! `cargo xtask test` does): ftrace is one global resource.
@@ -10,18 +11,17 @@ pub mod hdd;
 use std::{
     collections::{BTreeMap, HashMap},
     fs,
-    io::{BufRead, BufReader},
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
-    sync::mpsc,
-    time::{Duration, Instant},
+    process::{Command, Stdio},
+    time::Duration,
 };
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use iosched_core::{
     event::{Event, EventKind},
     record::RecordingReader,
 };
+pub use iosched_testbed::{loop_device::LoopDevice, recorder::Recorder, tempdir::TempDir};
 
 /// Set by `cargo xtask test` when running as root or in CI: then a test that cannot run the
 /// real kernel fails instead of skipping.
@@ -72,67 +72,27 @@ pub fn run(cmd: &mut Command) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// A scratch directory removed on drop.
-pub struct ScratchDir(PathBuf);
-
-impl ScratchDir {
-    /// Under /dev/shm: a loop device on tmpfs is fast, and its backing I/O never reaches a
-    /// real disk's block layer.
-    pub fn new(tag: &str) -> anyhow::Result<Self> {
-        let base = if Path::new("/dev/shm").is_dir() {
-            PathBuf::from("/dev/shm")
-        } else {
-            std::env::temp_dir()
-        };
-        let path = base.join(format!("iosched-trace-test-{tag}-{}", std::process::id()));
-        fs::create_dir_all(&path)?;
-        Ok(Self(path))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
+/// A scratch directory for test `tag`, in memory (/dev/shm) when it can, removed on drop.
+pub fn scratch_dir(tag: &str) -> std::io::Result<TempDir> {
+    TempDir::in_memory(&format!("iosched-trace-test-{tag}"))
 }
 
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
+/// A loop device on its own sparse backing file in a scratch directory, with direct I/O:
+/// detached (its queue settings restored) and then the directory removed on drop. Derefs to
+/// the [`LoopDevice`].
+pub struct ScratchLoop {
+    // Dropped in this order: the device before the directory holding its file.
+    device: LoopDevice,
+    _dir: TempDir,
 }
 
-/// A loop device on its own backing file, with direct I/O (so its requests are not the page
-/// cache's), detached on drop.
-pub struct LoopDevice {
-    /// `/dev/loopN`
-    pub path: PathBuf,
-    /// `loopN`
-    pub name: String,
-    /// Queue attributes changed, with their values before the first change: a detached loop
-    /// device keeps its queue settings for its next user, so they are put back on drop.
-    restore: std::cell::RefCell<Vec<(String, String)>>,
-    _dir: ScratchDir,
-}
-
-impl LoopDevice {
+impl ScratchLoop {
     pub fn new(tag: &str, size_mib: u64, scheduler: &str) -> anyhow::Result<Self> {
-        let dir = ScratchDir::new(tag)?;
+        let dir = scratch_dir(tag)?;
         let backing = dir.path().join("backing.img");
-        let file = fs::File::create(&backing)?;
-        file.set_len(size_mib << 20)?;
-        drop(file);
-        let out = run(Command::new("losetup")
-            .args(["-f", "--show", "--direct-io=on"])
-            .arg(&backing))?;
-        let path = PathBuf::from(out.trim());
-        let name = path
-            .file_name()
-            .context("losetup printed no device")?
-            .to_string_lossy()
-            .into_owned();
+        fs::File::create(&backing)?.set_len(size_mib << 20)?;
         let device = Self {
-            path,
-            name,
-            restore: Default::default(),
+            device: LoopDevice::attach(&backing)?,
             _dir: dir,
         };
         device.set_queue("scheduler", scheduler)?;
@@ -140,146 +100,26 @@ impl LoopDevice {
         let _ = Command::new("udevadm").args(["settle", "-t", "5"]).status();
         Ok(device)
     }
+}
 
-    pub fn queue_path(&self, attr: &str) -> PathBuf {
-        PathBuf::from(format!("/sys/block/{}/queue/{attr}", self.name))
-    }
+impl std::ops::Deref for ScratchLoop {
+    type Target = LoopDevice;
 
-    pub fn set_queue(&self, attr: &str, value: &str) -> anyhow::Result<()> {
-        if !self.restore.borrow().iter().any(|(a, _)| a == attr) {
-            let old = if attr == "scheduler" {
-                self.scheduler()?
-            } else {
-                fs::read_to_string(self.queue_path(attr))?
-                    .trim()
-                    .to_string()
-            };
-            self.restore.borrow_mut().push((attr.to_string(), old));
-        }
-        fs::write(self.queue_path(attr), value)
-            .with_context(|| format!("setting {attr}={value} on {}", self.name))
-    }
-
-    pub fn scheduler(&self) -> anyhow::Result<String> {
-        let text = fs::read_to_string(self.queue_path("scheduler"))?;
-        text.split_whitespace()
-            .find_map(|s| s.strip_prefix('[').and_then(|s| s.strip_suffix(']')))
-            .map(str::to_string)
-            .context("no active scheduler")
-    }
-
-    /// (major, minor)
-    pub fn dev(&self) -> anyhow::Result<(u32, u32)> {
-        let text = fs::read_to_string(format!("/sys/block/{}/dev", self.name))?;
-        let (a, b) = text.trim().split_once(':').context("bad dev file")?;
-        Ok((a.parse()?, b.parse()?))
+    fn deref(&self) -> &LoopDevice {
+        &self.device
     }
 }
 
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        for (attr, old) in self.restore.borrow().iter().rev() {
-            let _ = fs::write(self.queue_path(attr), old);
-        }
-        let _ = Command::new("losetup").arg("-d").arg(&self.path).status();
-    }
-}
+/// How long the recorder may take to load and attach its programs.
+const RECORDER_READY: Duration = Duration::from_secs(30);
 
-/// The recorder running as a child process; killed on drop if still running.
-pub struct Recorder {
-    child: Option<Child>,
-    pub output: PathBuf,
-    stderr_lines: mpsc::Receiver<String>,
-    pub stderr: Vec<String>,
-}
-
-impl Recorder {
-    /// Starts `iosched-trace record` and waits for it to say its programs are attached.
-    pub fn start(devices: &[&str], output: &Path, extra: &[&str]) -> anyhow::Result<Self> {
-        let mut cmd = Command::new(binary());
-        cmd.arg("record").arg("-o").arg(output);
-        for d in devices {
-            cmd.args(["-d", d]);
-        }
-        cmd.args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().context("spawning the recorder")?;
-        let stderr = child.stderr.take().context("no stderr")?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut recorder = Self {
-            child: Some(child),
-            output: output.to_path_buf(),
-            stderr_lines: rx,
-            stderr: Vec::new(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match recorder.stderr_lines.recv_timeout(left) {
-                Ok(line) => {
-                    let ready = line.starts_with("recording: ready");
-                    recorder.stderr.push(line);
-                    if ready {
-                        return Ok(recorder);
-                    }
-                }
-                Err(_) => {
-                    let status = recorder
-                        .child
-                        .as_mut()
-                        .and_then(|c| c.try_wait().ok().flatten());
-                    bail!(
-                        "recorder did not become ready (exit: {status:?}); stderr:\n{}",
-                        recorder.stderr.join("\n")
-                    );
-                }
-            }
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().map_or(0, |c| c.id())
-    }
-
-    /// Sends `signal` to the recorder (by pid: it is our child) and waits for it to exit.
-    pub fn stop_with(&mut self, signal: i32) -> anyhow::Result<std::process::ExitStatus> {
-        let mut child = self.child.take().context("already stopped")?;
-        // SAFETY: kill(2) on our own child's pid; the child has not been reaped yet.
-        unsafe { libc::kill(child.id() as i32, signal) };
-        let status = child.wait()?;
-        while let Ok(line) = self.stderr_lines.recv_timeout(Duration::from_millis(500)) {
-            self.stderr.push(line);
-        }
-        Ok(status)
-    }
-
-    pub fn stop(&mut self) -> anyhow::Result<()> {
-        let status = self.stop_with(libc::SIGINT)?;
-        ensure!(
-            status.success(),
-            "recorder exited with {status}; stderr:\n{}",
-            self.stderr.join("\n")
-        );
-        Ok(())
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+/// Starts `iosched-trace record -d DEVICE... -o OUTPUT EXTRA...` and waits for it to say its
+/// programs are attached. Killed on drop if still running.
+pub fn record(devices: &[&str], output: &Path, extra: &[&str]) -> anyhow::Result<Recorder> {
+    let command = Recorder::command(&binary(), devices, output, extra);
+    let mut recorder = Recorder::spawn(command, None)?;
+    recorder.wait_ready(RECORDER_READY, &|| false)?;
+    Ok(recorder)
 }
 
 /// Everything a recording holds, read back, in time order.

@@ -14,8 +14,8 @@ use iosched_core::{
     source::TraceSource,
 };
 use iosched_trace_tests::{
-    LoopDevice, Recorder, ScratchDir, binary, dd, read_recording, real_kernel_available,
-    report_json, run,
+    ScratchLoop, binary, dd, read_recording, real_kernel_available, record, report_json, run,
+    scratch_dir,
 };
 
 /// Our events by blkparse action letter (kinds blktrace has an action for).
@@ -153,13 +153,13 @@ fn blkparse_and_btt_agree_with_our_recording() {
     if !real_kernel_available("blkparse_and_btt_agree_with_our_recording") {
         return;
     }
-    let disk = LoopDevice::new("blktrace", 64, "mq-deadline").unwrap();
-    let dev = disk.dev().unwrap();
-    let out = ScratchDir::new("blktrace-out").unwrap();
+    let disk = ScratchLoop::new("blktrace", 64, "mq-deadline").unwrap();
+    let dev = disk.dev_numbers().unwrap();
+    let out = scratch_dir("blktrace-out").unwrap();
     let rec_file = out.path().join("rec.istrace");
-    let mut recorder = Recorder::start(&[&disk.name], &rec_file, &[]).unwrap();
-    let of = format!("of={}", disk.path.display());
-    let iff = format!("if={}", disk.path.display());
+    let mut recorder = record(&[disk.name()], &rec_file, &[]).unwrap();
+    let of = format!("of={}", disk.dev().display());
+    let iff = format!("if={}", disk.dev().display());
     // Direct writes (one request each), buffered writes flushed at the end (merges), direct
     // reads.
     dd(&["if=/dev/zero", &of, "bs=4096", "count=200", "oflag=direct"]).unwrap();
@@ -193,7 +193,7 @@ fn blkparse_and_btt_agree_with_our_recording() {
     let merged = out.path().join("merged.bin");
     let text = run(Command::new("blkparse")
         .arg("-i")
-        .arg(&disk.name)
+        .arg(disk.name())
         .arg("-D")
         .arg(&dir)
         .arg("-d")
@@ -210,7 +210,7 @@ fn blkparse_and_btt_agree_with_our_recording() {
     }
     let total: u64 = ours.values().sum();
     assert!(
-        text.contains(&format!("Events ({}): {} entries", disk.name, total)),
+        text.contains(&format!("Events ({}): {} entries", disk.name(), total)),
         "blkparse's own total differs"
     );
 
@@ -235,7 +235,7 @@ fn blkparse_and_btt_agree_with_our_recording() {
     }
     // `report` on the recording (exact identities) and on the blktrace files (paired by
     // sector) gives btt's numbers.
-    for (input, paired) in [(rec_file.clone(), false), (dir.join(&disk.name), true)] {
+    for (input, paired) in [(rec_file.clone(), false), (dir.join(disk.name()), true)] {
         let report = report_json(&input, &[]).unwrap();
         assert_eq!(report["trace"]["paired_by_sector"], paired);
         let device = &report["devices"][0];
@@ -272,8 +272,8 @@ fn blkparse_and_btt_agree_with_our_recording() {
         .current_dir(out.path())
         .args(["--name=replay", "--ioengine=psync", "--direct=1"])
         .arg(format!("--read_iolog={}", merged.display()))
-        .arg(format!("--filename={}", disk.path.display()))
-        .arg(format!("--replay_redirect={}", disk.path.display())))
+        .arg(format!("--filename={}", disk.dev().display()))
+        .arg(format!("--replay_redirect={}", disk.dev().display())))
     .unwrap();
     let queued = |write: bool| {
         rec.events
@@ -286,7 +286,7 @@ fn blkparse_and_btt_agree_with_our_recording() {
 
     // The merged dump reads back as the per-CPU files do (its event times rebased to the
     // first event).
-    let (per_cpu, warnings) = read_source(&dir.join(&disk.name));
+    let (per_cpu, warnings) = read_source(&dir.join(disk.name()));
     assert!(warnings.is_empty(), "{warnings:?}");
     let (from_dump, warnings) = read_source(&merged);
     assert!(warnings.is_empty(), "{warnings:?}");
@@ -331,12 +331,12 @@ fn record_format_blktrace_is_read_by_blkparse() {
         return;
     }
     const N: u64 = 64;
-    let disk = LoopDevice::new("blktrace-rec", 64, "none").unwrap();
-    let dev = disk.dev().unwrap();
-    let out = ScratchDir::new("blktrace-rec-out").unwrap();
+    let disk = ScratchLoop::new("blktrace-rec", 64, "none").unwrap();
+    let dev = disk.dev_numbers().unwrap();
+    let out = scratch_dir("blktrace-rec-out").unwrap();
     let dir = out.path().join("bt");
-    let mut recorder = Recorder::start(&[&disk.name], &dir, &["--format", "blktrace"]).unwrap();
-    let of = format!("of={}", disk.path.display());
+    let mut recorder = record(&[disk.name()], &dir, &["--format", "blktrace"]).unwrap();
+    let of = format!("of={}", disk.dev().display());
     dd(&[
         "if=/dev/zero",
         &of,
@@ -356,10 +356,10 @@ fn record_format_blktrace_is_read_by_blkparse() {
         .unwrap_or_default();
     let text = run(Command::new("blkparse")
         .arg("-i")
-        .arg(&disk.name)
+        .arg(disk.name())
         .arg("-D")
         .arg(&dir))
-    .unwrap_or_else(|e| panic!("{e:#}; files {listing:?}; recorder: {:?}", recorder.stderr));
+    .unwrap_or_else(|e| panic!("{e:#}; files {listing:?}; recorder: {:?}", recorder.said()));
     let writes = |action: &str| {
         text.lines()
             .filter(|l| {

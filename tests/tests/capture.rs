@@ -5,8 +5,8 @@ use std::{collections::HashMap, process::Command};
 
 use iosched_core::event::{EventKind, Op};
 use iosched_trace_tests::{
-    FtraceBlk, LoopDevice, Recorder, ScratchDir, binary, dd, our_multiset, read_recording,
-    real_kernel_available,
+    FtraceBlk, ScratchLoop, binary, dd, our_multiset, read_recording, real_kernel_available,
+    record, scratch_dir,
 };
 
 /// N direct 4 KiB writes at known offsets by one child process must give exactly N issues and
@@ -18,15 +18,15 @@ fn known_writes_under(scheduler: &str) {
     }
     const N: u64 = 64;
     const SEEK: u64 = 100; // in 4 KiB blocks
-    let disk = LoopDevice::new(&format!("known-{scheduler}"), 64, scheduler).unwrap();
+    let disk = ScratchLoop::new(&format!("known-{scheduler}"), 64, scheduler).unwrap();
     assert_eq!(disk.scheduler().unwrap(), scheduler);
-    let dev = disk.dev().unwrap();
-    let out = ScratchDir::new(&format!("out-{scheduler}")).unwrap();
+    let dev = disk.dev_numbers().unwrap();
+    let out = scratch_dir(&format!("out-{scheduler}")).unwrap();
     let file = out.path().join("rec.istrace");
-    let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
     let pid = dd(&[
         "if=/dev/zero",
-        &format!("of={}", disk.path.display()),
+        &format!("of={}", disk.dev().display()),
         "bs=4096",
         &format!("count={N}"),
         &format!("seek={SEEK}"),
@@ -53,7 +53,7 @@ fn known_writes_under(scheduler: &str) {
     let [check] = rec.completions.as_slice() else {
         panic!("one completion check expected: {:?}", rec.completions);
     };
-    assert_eq!(check.device, disk.name);
+    assert_eq!(check.device, disk.name());
     assert_eq!(
         (check.kernel().writes, check.traced.writes),
         (N, N),
@@ -153,13 +153,13 @@ fn ftrace_blk_oracle_agrees() {
     if !real_kernel_available("ftrace_blk_oracle_agrees") {
         return;
     }
-    let disk = LoopDevice::new("oracle", 64, "mq-deadline").unwrap();
-    let dev = disk.dev().unwrap();
-    let out = ScratchDir::new("oracle-out").unwrap();
+    let disk = ScratchLoop::new("oracle", 64, "mq-deadline").unwrap();
+    let dev = disk.dev_numbers().unwrap();
+    let out = scratch_dir("oracle-out").unwrap();
     let file = out.path().join("rec.istrace");
-    let ftrace = FtraceBlk::start(&disk.name).unwrap();
-    let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
-    let target = format!("of={}", disk.path.display());
+    let ftrace = FtraceBlk::start(disk.name()).unwrap();
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
+    let target = format!("of={}", disk.dev().display());
     dd(&[
         "if=/dev/zero",
         &target,
@@ -179,7 +179,7 @@ fn ftrace_blk_oracle_agrees() {
     ])
     .unwrap();
     dd(&[
-        &format!("if={}", disk.path.display()),
+        &format!("if={}", disk.dev().display()),
         "of=/dev/null",
         "bs=4096",
         "count=200",
@@ -224,13 +224,13 @@ fn sigkill_keeps_complete_chunks() {
     if !real_kernel_available("sigkill_keeps_complete_chunks") {
         return;
     }
-    let disk = LoopDevice::new("kill", 64, "mq-deadline").unwrap();
-    let out = ScratchDir::new("kill-out").unwrap();
+    let disk = ScratchLoop::new("kill", 64, "mq-deadline").unwrap();
+    let out = scratch_dir("kill-out").unwrap();
     let file = out.path().join("rec.istrace");
-    let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
     dd(&[
         "if=/dev/zero",
-        &format!("of={}", disk.path.display()),
+        &format!("of={}", disk.dev().display()),
         "bs=4096",
         "count=500",
         "oflag=direct",
@@ -264,12 +264,12 @@ fn tiny_ring_counts_what_it_loses() {
     if !real_kernel_available("tiny_ring_counts_what_it_loses") {
         return;
     }
-    let disk = LoopDevice::new("tiny", 256, "none").unwrap();
-    let out = ScratchDir::new("tiny-out").unwrap();
+    let disk = ScratchLoop::new("tiny", 256, "none").unwrap();
+    let out = scratch_dir("tiny-out").unwrap();
     let file = out.path().join("rec.istrace");
     // 64 KiB ring and wake-ups only when nearly full: bursts overflow it.
-    let mut recorder = Recorder::start(
-        &[&disk.name],
+    let mut recorder = record(
+        &[disk.name()],
         &file,
         &["--ring-size", "64K", "--wakeup", "60K"],
     )
@@ -277,7 +277,7 @@ fn tiny_ring_counts_what_it_loses() {
     // Buffered writes of 128 MiB, flushed at once: tens of thousands of bios in bursts.
     dd(&[
         "if=/dev/zero",
-        &format!("of={}", disk.path.display()),
+        &format!("of={}", disk.dev().display()),
         "bs=4096",
         "count=32768",
         "conv=fsync",
@@ -290,7 +290,7 @@ fn tiny_ring_counts_what_it_loses() {
         "a 64 KiB ring did not overflow; the test load is too light"
     );
     assert_eq!(rec.sent, Some(rec.events.len() as u64));
-    let summary = recorder.stderr.join("\n");
+    let summary = recorder.said().join("\n");
     assert!(
         summary.contains(&format!("lost {} events", rec.lost)),
         "stderr: {summary}"
@@ -319,13 +319,13 @@ fn no_plugs_leaves_out_only_plug_and_unplug() {
         return;
     }
     const N: u64 = 32;
-    let disk = LoopDevice::new("noplugs", 64, "mq-deadline").unwrap();
-    let out = ScratchDir::new("out-noplugs").unwrap();
+    let disk = ScratchLoop::new("noplugs", 64, "mq-deadline").unwrap();
+    let out = scratch_dir("out-noplugs").unwrap();
     let file = out.path().join("rec.istrace");
-    let mut recorder = Recorder::start(&[&disk.name], &file, &["--no-plugs"]).unwrap();
+    let mut recorder = record(&[disk.name()], &file, &["--no-plugs"]).unwrap();
     dd(&[
         "if=/dev/zero",
-        &format!("of={}", disk.path.display()),
+        &format!("of={}", disk.dev().display()),
         "bs=4096",
         &format!("count={N}"),
         "oflag=direct",

@@ -6,7 +6,7 @@ use std::{fs, process::Command};
 
 use iosched_core::event::EventKind;
 use iosched_trace_tests::{
-    LoopDevice, Recorder, ScratchDir, binary, dd, read_recording, real_kernel_available,
+    ScratchLoop, binary, dd, read_recording, real_kernel_available, record, scratch_dir,
 };
 
 /// Runs the binary and returns (exit success, stderr lines).
@@ -41,12 +41,12 @@ fn no_btf_is_one_line() {
     if !real_kernel_available("no_btf_is_one_line") {
         return;
     }
-    let disk = LoopDevice::new("no-btf", 16, "none").unwrap();
-    let out = ScratchDir::new("no-btf-out").unwrap();
+    let disk = ScratchLoop::new("no-btf", 16, "none").unwrap();
+    let out = scratch_dir("no-btf-out").unwrap();
     let script = format!(
         "mount -t tmpfs none /sys/kernel/btf && exec {} record -d {} -o {} --duration 1",
         binary().display(),
-        disk.name,
+        disk.name(),
         out.path().join("x.istrace").display()
     );
     assert_one_line_error(
@@ -68,15 +68,15 @@ fn refused_bpf_is_one_line() {
     if !real_kernel_available("refused_bpf_is_one_line") {
         return;
     }
-    let disk = LoopDevice::new("refused", 16, "none").unwrap();
-    let out = ScratchDir::new("refused-out").unwrap();
+    let disk = ScratchLoop::new("refused", 16, "none").unwrap();
+    let out = scratch_dir("refused-out").unwrap();
     let file = out.path().join("x.istrace");
     assert_one_line_error(
         run_cli(
             Command::new("unshare")
                 .arg("-Ur")
                 .arg(binary())
-                .args(["record", "-d", &disk.name, "-o"])
+                .args(["record", "-d", disk.name(), "-o"])
                 .arg(&file)
                 .args(["--duration", "1"]),
         ),
@@ -89,7 +89,7 @@ fn no_such_device() {
     if !real_kernel_available("no_such_device") {
         return;
     }
-    let dir = ScratchDir::new("nodev").unwrap();
+    let dir = scratch_dir("nodev").unwrap();
     let out = dir.path().join("x.istrace");
     for spec in ["nosuchdisk0", "/dev/nosuchdisk0", "250:250"] {
         assert_one_line_error(
@@ -110,7 +110,7 @@ fn no_such_device() {
 #[test]
 fn not_root_is_told_what_is_missing() {
     // Runs as root and drops privileges for the child; as non-root, run it directly.
-    let dir = ScratchDir::new("noroot").unwrap();
+    let dir = scratch_dir("noroot").unwrap();
     let out = dir.path().join("x.istrace");
     let mut cmd = Command::new("setpriv");
     // SAFETY: geteuid has no preconditions.
@@ -131,7 +131,7 @@ fn not_root_is_told_what_is_missing() {
 
 #[test]
 fn dump_and_report_refuse_foreign_and_broken_files() {
-    let dir = ScratchDir::new("foreign").unwrap();
+    let dir = scratch_dir("foreign").unwrap();
     let cases: [(&str, &[u8], &str); 4] = [
         ("empty", b"", "empty"),
         (
@@ -185,16 +185,16 @@ fn bio_based_zram_records_bio_events_and_says_so() {
         panic!("this kernel has no zram: the bio-based path cannot be tested here");
     }
     let zram = Zram::new().unwrap();
-    let dir = ScratchDir::new("zram").unwrap();
+    let dir = scratch_dir("zram").unwrap();
     let file = dir.path().join("z.istrace");
-    let mut recorder = Recorder::start(&[&zram.name], &file, &[]).unwrap();
+    let mut recorder = record(&[&zram.name], &file, &[]).unwrap();
     assert!(
         recorder
-            .stderr
+            .said()
             .iter()
             .any(|l| l.contains(&format!("{} is bio-based", zram.name))),
         "no bio-based warning: {:?}",
-        recorder.stderr
+        recorder.said()
     );
     dd(&[
         "if=/dev/zero",

@@ -10,7 +10,7 @@ use std::{
 use serde_json::Value;
 
 use iosched_trace_tests::{
-    LoopDevice, Recorder, ScratchDir, binary, real_kernel_available, report_json,
+    ScratchLoop, binary, real_kernel_available, record, report_json, scratch_dir,
 };
 
 /// A `dd` writing 512-byte blocks with O_DSYNC to the device until killed (by pid, on drop).
@@ -56,11 +56,11 @@ fn batch_intervals_equal_report_windows_of_a_simultaneous_recording() {
     }
     // Large enough that dd (512-byte dsync writes, ~15 MB/s here) is still writing when both
     // live runs end: a 64 MiB device filled up first on a fast day.
-    let disk = LoopDevice::new("live-batch", 1024, "mq-deadline").unwrap();
-    let out = ScratchDir::new("live-batch-out").unwrap();
+    let disk = ScratchLoop::new("live-batch", 1024, "mq-deadline").unwrap();
+    let out = scratch_dir("live-batch-out").unwrap();
     let file = out.path().join("rec.istrace");
-    let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
-    let writer = Writer::start(&disk.path);
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
+    let writer = Writer::start(disk.dev());
     let live = Command::new(binary())
         .args([
             "live",
@@ -71,7 +71,7 @@ fn batch_intervals_equal_report_windows_of_a_simultaneous_recording() {
             "--interval",
             "0.5",
         ])
-        .args(["-d", &disk.name])
+        .args(["-d", disk.name()])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -86,7 +86,7 @@ fn batch_intervals_equal_report_windows_of_a_simultaneous_recording() {
     // The text form, with dd still writing.
     let text = Command::new(binary())
         .args(["live", "--batch", "--count", "3", "--interval", "0.3"])
-        .args(["-d", &disk.name])
+        .args(["-d", disk.name()])
         .output()
         .unwrap();
     drop(writer);
@@ -99,7 +99,7 @@ fn batch_intervals_equal_report_windows_of_a_simultaneous_recording() {
         .collect();
     assert_eq!(blocks.len(), 3, "{text}");
     for b in &blocks {
-        assert!(b.starts_with(&disk.name), "{b}");
+        assert!(b.starts_with(disk.name()), "{b}");
         let dd_row = b
             .lines()
             .find(|l| l.contains(" dd "))
@@ -115,7 +115,7 @@ fn batch_intervals_equal_report_windows_of_a_simultaneous_recording() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines.len(), 4);
-    let whole = report_json(&file, &["-d", &disk.name]).unwrap();
+    let whole = report_json(&file, &["-d", disk.name()]).unwrap();
     let first = u(&whole["trace"]["from_ns"]);
     let mut compared = 0;
     // The first interval may start before the recorder's first event; the rest are inside.
@@ -127,7 +127,7 @@ fn batch_intervals_equal_report_windows_of_a_simultaneous_recording() {
             &file,
             &[
                 "-d",
-                &disk.name,
+                disk.name(),
                 "--from",
                 &secs_for(from - first),
                 "--to",
@@ -248,8 +248,8 @@ fn tui_in_tmux_shows_dd_writing_and_q_restores_the_terminal() {
     if !real_kernel_available("tui_in_tmux_shows_dd_writing_and_q_restores_the_terminal") {
         return;
     }
-    let disk = LoopDevice::new("live-tmux", 64, "mq-deadline").unwrap();
-    let out = ScratchDir::new("live-tmux-out").unwrap();
+    let disk = ScratchLoop::new("live-tmux", 64, "mq-deadline").unwrap();
+    let out = scratch_dir("live-tmux-out").unwrap();
     let status_file = out.path().join("status");
     let tmux = Tmux {
         socket: format!("iosched-live-test-{}", std::process::id()),
@@ -257,7 +257,7 @@ fn tui_in_tmux_shows_dd_writing_and_q_restores_the_terminal() {
     let script = format!(
         "echo BEFORE-LIVE; {} live -d {} --interval 0.5; echo $? > {}; echo AFTER-LIVE; sleep 600",
         binary().display(),
-        disk.name,
+        disk.name(),
         status_file.display()
     );
     let ok = tmux
@@ -278,7 +278,7 @@ fn tui_in_tmux_shows_dd_writing_and_q_restores_the_terminal() {
         .status()
         .unwrap();
     assert!(ok.success());
-    let writer = Writer::start(&disk.path);
+    let writer = Writer::start(disk.dev());
     let deadline = Instant::now() + Duration::from_secs(20);
     let screen = loop {
         let screen = tmux.capture();
@@ -299,7 +299,7 @@ fn tui_in_tmux_shows_dd_writing_and_q_restores_the_terminal() {
         );
         std::thread::sleep(Duration::from_millis(200));
     };
-    assert!(screen.contains(&disk.name), "{screen}");
+    assert!(screen.contains(disk.name()), "{screen}");
     assert!(screen.contains("mq-deadline"), "{screen}");
     assert!(
         !screen.contains("BEFORE-LIVE"),
@@ -348,7 +348,7 @@ fn batch_stops_on_sigint_even_when_started_with_it_ignored() {
     if !real_kernel_available("batch_stops_on_sigint_even_when_started_with_it_ignored") {
         return;
     }
-    let disk = LoopDevice::new("live-signal", 64, "none").unwrap();
+    let disk = ScratchLoop::new("live-signal", 64, "none").unwrap();
     for signal in ["INT", "TERM"] {
         // `trap '' INT` makes the shell and what it execs ignore SIGINT, as a background
         // job of a non-interactive shell does.
@@ -357,7 +357,7 @@ fn batch_stops_on_sigint_even_when_started_with_it_ignored() {
             .arg(format!(
                 "trap '' INT; exec {} live --batch --interval 0.2 -d {}",
                 binary().display(),
-                disk.name
+                disk.name()
             ))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -369,7 +369,7 @@ fn batch_stops_on_sigint_even_when_started_with_it_ignored() {
         let mut stdout = std::io::BufReader::new(live.stdout.take().unwrap());
         let mut first = String::new();
         std::io::BufRead::read_line(&mut stdout, &mut first).unwrap();
-        assert!(first.starts_with(&disk.name), "{first}");
+        assert!(first.starts_with(disk.name()), "{first}");
         let sent = Instant::now();
         assert!(
             Command::new("kill")

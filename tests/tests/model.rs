@@ -12,7 +12,8 @@ use iosched_testbed::scenario::{
     validate::{self, Replayed},
 };
 use iosched_trace_tests::{
-    LoopDevice, Recorder, ScratchDir, binary, dd, hdd::daemon_binary, real_kernel_available,
+    ScratchLoop, TempDir, binary, dd, hdd::daemon_binary, real_kernel_available, record,
+    scratch_dir,
 };
 use serde_json::Value;
 
@@ -40,14 +41,14 @@ fn sched_log_keeps_bfqs_decisions_and_restores_tracefs() {
     if !real_kernel_available("sched_log_keeps_bfqs_decisions_and_restores_tracefs") {
         return;
     }
-    let disk = LoopDevice::new("schedlog", 64, "bfq").unwrap();
-    let before = tracefs_state(&disk.name);
-    let out = ScratchDir::new("schedlog-out").unwrap();
+    let disk = ScratchLoop::new("schedlog", 64, "bfq").unwrap();
+    let before = tracefs_state(disk.name());
+    let out = scratch_dir("schedlog-out").unwrap();
     let file = out.path().join("rec.istrace");
-    let mut recorder = Recorder::start(&[&disk.name], &file, &["--sched-log"]).unwrap();
+    let mut recorder = record(&[disk.name()], &file, &["--sched-log"]).unwrap();
     let pid = dd(&[
         "if=/dev/zero",
-        &format!("of={}", disk.path.display()),
+        &format!("of={}", disk.dev().display()),
         "bs=4096",
         "count=200",
         "oflag=direct",
@@ -55,7 +56,7 @@ fn sched_log_keeps_bfqs_decisions_and_restores_tracefs() {
     .unwrap();
     // Ctrl-C: the path a user takes.
     recorder.stop().unwrap();
-    assert_eq!(tracefs_state(&disk.name), before, "tracefs not restored");
+    assert_eq!(tracefs_state(disk.name()), before, "tracefs not restored");
 
     let mut reader = RecordingReader::open(&file).unwrap();
     while let Some(ev) = reader.next_event() {
@@ -97,13 +98,13 @@ fn sched_log_keeps_bfqs_decisions_and_restores_tracefs() {
 
 /// Records the runs `labels` of scenario `name` (validation plan: its runs and the added
 /// ones) on a fresh emulated disk; returns the directory that holds `LABEL.istrace`.
-fn record_runs(name: &str, labels: &[&str]) -> (ScratchDir, PathBuf) {
+fn record_runs(name: &str, labels: &[&str]) -> (TempDir, PathBuf) {
     record_runs_with(name, labels, false)
 }
 
 /// [`record_runs`], with BFQ's own decision log in the BFQ runs' recordings when
 /// `sched_log`.
-fn record_runs_with(name: &str, labels: &[&str], sched_log: bool) -> (ScratchDir, PathBuf) {
+fn record_runs_with(name: &str, labels: &[&str], sched_log: bool) -> (TempDir, PathBuf) {
     let (mut planned, _) = validate::plan(&scenario::by_name(name).unwrap());
     planned.runs.retain(|r| labels.contains(&r.label.as_str()));
     assert_eq!(
@@ -111,7 +112,7 @@ fn record_runs_with(name: &str, labels: &[&str], sched_log: bool) -> (ScratchDir
         labels.len(),
         "{name}: unknown label in {labels:?}"
     );
-    let keep = ScratchDir::new(&format!("model-{name}")).unwrap();
+    let keep = scratch_dir(&format!("model-{name}")).unwrap();
     let tools = Tools {
         trace_bin: binary(),
         daemon_bin: daemon_binary(),

@@ -4,9 +4,9 @@
 use serde_json::Value;
 
 use iosched_trace_tests::{
-    FtraceBlk, LoopDevice, Recorder, ScratchDir, dd, fio, ftrace_q2c_d2c,
+    FtraceBlk, ScratchLoop, dd, fio, ftrace_q2c_d2c,
     hdd::{self, Hdd},
-    real_kernel_available, report_json,
+    real_kernel_available, record, report_json, scratch_dir,
 };
 
 fn processes<'a>(report: &'a Value, comm: &str) -> Vec<&'a Value> {
@@ -44,10 +44,10 @@ fn fio_counts_and_latencies_match_fio_and_ftrace() {
     let dev_text = std::fs::read_to_string(format!("/sys/block/{}/dev", disk.name())).unwrap();
     let (major, minor) = dev_text.trim().split_once(':').unwrap();
     let dev = (major.parse().unwrap(), minor.parse().unwrap());
-    let out = ScratchDir::new("report-fio-out").unwrap();
+    let out = scratch_dir("report-fio-out").unwrap();
     let file = out.path().join("rec.istrace");
     let ftrace = FtraceBlk::start(disk.name()).unwrap();
-    let mut recorder = Recorder::start(&[disk.name()], &file, &[]).unwrap();
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
     // psync, one I/O at a time: no two I/Os on the same sector at once, so the oracle's
     // pairing by sector is exact.
     let fio_report = fio(
@@ -118,11 +118,11 @@ fn two_fio_jobs_are_attributed_separately() {
     if !real_kernel_available("two_fio_jobs_are_attributed_separately") {
         return;
     }
-    let disk = LoopDevice::new("report-two", 64, "bfq").unwrap();
-    let out = ScratchDir::new("report-two-out").unwrap();
+    let disk = ScratchLoop::new("report-two", 64, "bfq").unwrap();
+    let out = scratch_dir("report-two-out").unwrap();
     let file = out.path().join("rec.istrace");
-    let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
-    let target = format!("--filename={}", disk.path.display());
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
+    let target = format!("--filename={}", disk.dev().display());
     let fio_report = fio(
         out.path(),
         &[
@@ -191,16 +191,16 @@ fn nomerges_turns_the_merge_ratio_to_one() {
     if !real_kernel_available("nomerges_turns_the_merge_ratio_to_one") {
         return;
     }
-    let disk = LoopDevice::new("report-merge", 64, "mq-deadline").unwrap();
-    let out = ScratchDir::new("report-merge-out").unwrap();
+    let disk = ScratchLoop::new("report-merge", 64, "mq-deadline").unwrap();
+    let out = scratch_dir("report-merge-out").unwrap();
     let mut ratios = Vec::new();
     for nomerges in ["0", "2"] {
         disk.set_queue("nomerges", nomerges).unwrap();
         let file = out.path().join(format!("nomerges{nomerges}.istrace"));
-        let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
+        let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
         dd(&[
             "if=/dev/zero",
-            &format!("of={}", disk.path.display()),
+            &format!("of={}", disk.dev().display()),
             "bs=4096",
             "count=4000",
             "conv=fsync",
@@ -246,7 +246,7 @@ fn q2c_matches_fio_latency_on_the_emulated_disk() {
     // 2-CPU machine (outside Q2C, inside fio's lat); without it the two agree.
     config.realtime = false;
     let disk = Hdd::up(&config).unwrap();
-    let out = ScratchDir::new("report-lat-out").unwrap();
+    let out = scratch_dir("report-lat-out").unwrap();
     // fio's lat also holds the time from each completion until fio runs again, which on a
     // loaded 2-CPU machine is a few hundred µs (2-7% of an I/O here): a busy moment
     // can only make fio's number larger. The best of three runs is judged; every run must
@@ -254,7 +254,7 @@ fn q2c_matches_fio_latency_on_the_emulated_disk() {
     let mut gaps = Vec::new();
     for attempt in 0..3 {
         let file = out.path().join(format!("rec{attempt}.istrace"));
-        let mut recorder = Recorder::start(&[disk.name()], &file, &[]).unwrap();
+        let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
         let fio_report = fio(
             out.path(),
             &[

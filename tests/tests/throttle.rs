@@ -13,7 +13,7 @@ use std::{
 use anyhow::Context;
 use iosched_core::event::EventKind;
 use iosched_trace_tests::{
-    LoopDevice, Recorder, ScratchDir, binary, fio, read_recording, real_kernel_available, run,
+    ScratchLoop, binary, fio, read_recording, real_kernel_available, record, run, scratch_dir,
 };
 use serde_json::Value;
 
@@ -156,12 +156,12 @@ fn explain_names_wbt_throttling_of_a_buffered_write_flood() {
     if !real_kernel_available("explain_names_wbt_throttling_of_a_buffered_write_flood") {
         return;
     }
-    let disk = LoopDevice::new("wbt", 768, "mq-deadline").unwrap();
+    let disk = ScratchLoop::new("wbt", 768, "mq-deadline").unwrap();
     // A 1 µs read-latency target: wbt on (it is by default under mq-deadline), and every
     // read misses the target, so wbt scales its depth down to a write or two while the
     // reader runs. Put back when the device is dropped.
     disk.set_queue("wbt_lat_usec", "1").unwrap();
-    let dev = disk.dev().unwrap();
+    let dev = disk.dev_numbers().unwrap();
     let trace = TraceInstance::new("wbt").unwrap();
     let by_dev = format!("dev == {}", kernel_dev(dev));
     for ev in ["block_bio_queue", "block_getrq", "block_rq_complete"] {
@@ -172,14 +172,14 @@ fn explain_names_wbt_throttling_of_a_buffered_write_flood() {
     for ev in ["wbt_step", "wbt_timer"] {
         trace.enable(&format!("wbt/{ev}"), &by_name).unwrap();
     }
-    let out = ScratchDir::new("wbt-out").unwrap();
+    let out = scratch_dir("wbt-out").unwrap();
     let file = out.path().join("rec.istrace");
-    let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
     // A direct reader for as long as a buffered flood lasts, which ends with fsync: 512
     // MiB, more than the dirty limits hold, so writeback runs during the flood and at its
     // fsync.
     let mut reader = Command::new("dd")
-        .arg(format!("if={}", disk.path.display()))
+        .arg(format!("if={}", disk.dev().display()))
         .args(["of=/dev/null", "bs=4k", "iflag=direct", "status=none"])
         .stdin(Stdio::null())
         .spawn()
@@ -192,7 +192,7 @@ fn explain_names_wbt_throttling_of_a_buffered_write_flood() {
             "conv=fsync",
             "status=none",
         ])
-        .arg(format!("of={}", disk.path.display()))
+        .arg(format!("of={}", disk.dev().display()))
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
@@ -210,7 +210,7 @@ fn explain_names_wbt_throttling_of_a_buffered_write_flood() {
     assert_eq!(recording.lost, 0);
 
     let timers = kernel.iter().filter(|e| e.1 == "wbt_timer").count();
-    assert!(timers > 0, "wbt never ran on {}", disk.name);
+    assert!(timers > 0, "wbt never ran on {}", disk.name());
     // wbt's own events, through our programs and through tracefs: the same ones. The
     // instance was on before the recorder attached and after it detached, and wbt's timer
     // keeps firing (every 50-100 ms) while its step is not 0: the kernel's events are
@@ -314,22 +314,22 @@ fn explain_names_kyber_throttling_of_reads() {
     if !real_kernel_available("explain_names_kyber_throttling_of_reads") {
         return;
     }
-    let disk = LoopDevice::new("kyber", 512, "kyber").unwrap();
+    let disk = ScratchLoop::new("kyber", 512, "kyber").unwrap();
     // Writes far over their 1 µs target, reads far under their 1 s one: Kyber cuts the read
     // domain's depth (down to 1), and reads queue for its tokens.
     disk.set_queue("iosched/read_lat_nsec", "1000000000")
         .unwrap();
     disk.set_queue("iosched/write_lat_nsec", "1000").unwrap();
-    let dev = disk.dev().unwrap();
+    let dev = disk.dev_numbers().unwrap();
     let trace = TraceInstance::new("kyber").unwrap();
     let by_dev = format!("dev == {}", kernel_dev(dev));
     for ev in ["kyber_throttled", "kyber_adjust"] {
         trace.enable(&format!("kyber/{ev}"), &by_dev).unwrap();
     }
-    let out = ScratchDir::new("kyber-out").unwrap();
+    let out = scratch_dir("kyber-out").unwrap();
     let file = out.path().join("rec.istrace");
-    let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
-    let target = format!("--filename={}", disk.path.display());
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
+    let target = format!("--filename={}", disk.dev().display());
     fio(
         out.path(),
         &[

@@ -7,22 +7,22 @@ use std::{path::PathBuf, process::Command};
 
 use iosched_core::{event::EventKind, record::RecordingReader};
 use iosched_trace_tests::{
-    LoopDevice, Recorder, ScratchDir, dd, read_recording, real_kernel_available, run,
+    ScratchLoop, TempDir, dd, read_recording, real_kernel_available, record, run, scratch_dir,
 };
 
 /// A filesystem mounted on a scratch directory, unmounted on drop (also when a test fails).
 struct Mount {
     point: PathBuf,
-    _dir: ScratchDir,
+    _dir: TempDir,
 }
 
 impl Mount {
-    fn ext4(disk: &LoopDevice, tag: &str) -> anyhow::Result<Self> {
-        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&disk.path))?;
-        let dir = ScratchDir::new(tag)?;
+    fn ext4(disk: &ScratchLoop, tag: &str) -> anyhow::Result<Self> {
+        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(disk.dev()))?;
+        let dir = scratch_dir(tag)?;
         let point = dir.path().join("mnt");
         std::fs::create_dir(&point)?;
-        run(Command::new("mount").arg(&disk.path).arg(&point))?;
+        run(Command::new("mount").arg(disk.dev()).arg(&point))?;
         Ok(Self { point, _dir: dir })
     }
 }
@@ -38,12 +38,12 @@ fn jbd2_wakes_a_dsync_writer() {
     if !real_kernel_available("jbd2_wakes_a_dsync_writer") {
         return;
     }
-    let disk = LoopDevice::new("wakeups", 64, "mq-deadline").unwrap();
-    let dev = disk.dev().unwrap();
+    let disk = ScratchLoop::new("wakeups", 64, "mq-deadline").unwrap();
+    let dev = disk.dev_numbers().unwrap();
     let mount = Mount::ext4(&disk, "wakeups-mnt").unwrap();
-    let out = ScratchDir::new("wakeups-out").unwrap();
+    let out = scratch_dir("wakeups-out").unwrap();
     let file = out.path().join("rec.istrace");
-    let mut recorder = Recorder::start(&[&disk.name], &file, &["--wakeups"]).unwrap();
+    let mut recorder = record(&[disk.name()], &file, &["--wakeups"]).unwrap();
     let target = mount.point.join("f");
     let pid = dd(&[
         "if=/dev/zero",
@@ -132,11 +132,11 @@ fn no_wakeups_unless_asked() {
     if !real_kernel_available("no_wakeups_unless_asked") {
         return;
     }
-    let disk = LoopDevice::new("nowakeups", 64, "mq-deadline").unwrap();
+    let disk = ScratchLoop::new("nowakeups", 64, "mq-deadline").unwrap();
     let mount = Mount::ext4(&disk, "nowakeups-mnt").unwrap();
-    let out = ScratchDir::new("nowakeups-out").unwrap();
+    let out = scratch_dir("nowakeups-out").unwrap();
     let file = out.path().join("rec.istrace");
-    let mut recorder = Recorder::start(&[&disk.name], &file, &[]).unwrap();
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
     dd(&[
         "if=/dev/zero",
         &format!("of={}", mount.point.join("f").display()),

@@ -15,10 +15,11 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use clap::Args;
+use iosched_testbed::{loop_device::LoopDevice, tempdir::TempDir};
 
 use crate::{
     BinArgs, cmd,
-    scratch::{self, LoopDevice, Recorder, TempDir},
+    scratch::{self, Recorder},
     trace_stats,
 };
 
@@ -495,11 +496,11 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// [`IMAGE_SIZE`] file in a new directory under /dev/shm. Drop the device before the
 /// directory (declaration order in the caller's tuple pattern does this).
 fn scratch_device(prefix: &str) -> anyhow::Result<(TempDir, LoopDevice)> {
-    let dir = TempDir::new(Path::new(SHM), prefix)?;
+    let dir = scratch::temp_dir(Path::new(SHM), prefix)?;
     let image = dir.path().join("scratch.img");
     scratch::create_file(&image, IMAGE_SIZE, true)?;
-    let mut loopdev = LoopDevice::attach(&image)?;
-    loopdev.set_scheduler("none")?;
+    let loopdev = scratch::attach_loop(&image)?;
+    loopdev.set_queue("scheduler", "none")?;
     Ok((dir, loopdev))
 }
 

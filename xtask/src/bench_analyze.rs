@@ -16,8 +16,7 @@ use clap::Args;
 use crate::{
     BinArgs,
     bench::{free_bytes, mib},
-    cmd,
-    scratch::{self, TempDir},
+    cmd, scratch,
 };
 
 /// Targets from the issue: events per second of CPU time on one core, and peak RSS.
@@ -85,7 +84,7 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
             mib(need)
         );
     }
-    let dir = TempDir::new(shm, "iosched-trace-bench-analyze")?;
+    let dir = scratch::temp_dir(shm, "iosched-trace-bench-analyze")?;
     let trace = dir.path().join("synth.istrace");
     println!(
         "bench analyze: synthetic trace of {} events (8 processes, 32 requests in flight)",

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use iosched_testbed::{
-    args::{ModelArgs, parse_size},
+    args::{ModelArgs, parse_disk_size},
     rig::{Hdd, HddConfig, State},
 };
 
@@ -30,7 +30,7 @@ pub enum DiskCommand {
 #[derive(Args)]
 pub struct UpArgs {
     /// Disk size (memory is used only for what gets written).
-    #[arg(long, default_value = "2G", value_parser = parse_size)]
+    #[arg(long, default_value = "2G", value_parser = parse_disk_size)]
     size: u64,
     /// I/O scheduler of the loop device (none, mq-deadline, kyber, bfq).
     #[arg(long)]

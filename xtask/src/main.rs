@@ -1,4 +1,4 @@
-//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|demo|bench|disk|scenario|validate`.
+//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|layout|demo|bench|disk|scenario|validate`.
 //!
 //! Nothing here is needed to read or use the product code; it only drives tools (rustup,
 //! cargo, apt-get, losetup, fio, the built `iosched-trace` binary) in the right order and
@@ -10,6 +10,7 @@ mod bench_replay;
 mod cmd;
 mod demo;
 mod disk;
+mod layout;
 mod scenario;
 mod scratch;
 mod setup;
@@ -38,8 +39,12 @@ enum Command {
     Setup,
     /// Setup, then build the release binary target/release/iosched-trace.
     Build,
-    /// Setup, then fmt, clippy, unit tests and (as root, or when CI is set) the real-kernel tests.
+    /// Setup, then fmt, layout, clippy, unit tests and (as root, or when CI is set) the
+    /// real-kernel tests.
     Test,
+    /// The layout rules: no import cycle among a crate's modules, crates depending only on
+    /// lower layers (exits non-zero, naming each cycle or dependency, when one is broken).
+    Layout,
     /// bfq vs mq-deadline on the emulated disk (32 random readers), both runs recorded and
     /// reported side by side (root).
     Demo(demo::DemoArgs),
@@ -114,6 +119,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Setup => setup::run().map(|()| ExitCode::SUCCESS),
         Command::Build => build().map(|_| ExitCode::SUCCESS),
         Command::Test => test::run().map(|()| ExitCode::SUCCESS),
+        Command::Layout => layout::run().map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Bench(BenchCommand::Capture(args)) => bench::capture(&args),
         Command::Bench(BenchCommand::Analyze(args)) => bench_analyze::analyze(&args),

@@ -13,6 +13,7 @@ use std::{
 };
 
 use anyhow::{Context as _, bail};
+use iosched_testbed::mounts::{self, Mount};
 
 use crate::cmd;
 
@@ -203,7 +204,7 @@ fn packages() -> anyhow::Result<()> {
 }
 
 fn mount(fstype: &str, target: &str) -> anyhow::Result<()> {
-    let mounts = fs::read_to_string("/proc/self/mounts").context("reading /proc/self/mounts")?;
+    let mounts = mounts::mounts().context("reading /proc/self/mountinfo")?;
     if is_mounted(&mounts, fstype, target) {
         println!("setup: {fstype} ok");
         return Ok(());
@@ -217,13 +218,11 @@ fn mount(fstype: &str, target: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether /proc/self/mounts text has `fstype` mounted at `target`.
-fn is_mounted(mounts: &str, fstype: &str, target: &str) -> bool {
-    mounts.lines().any(|line| {
-        let mut f = line.split_whitespace();
-        let (_src, dir, ty) = (f.next(), f.next(), f.next());
-        dir == Some(target) && ty == Some(fstype)
-    })
+/// Whether `fstype` is mounted at `target`.
+fn is_mounted(mounts: &[Mount], fstype: &str, target: &str) -> bool {
+    mounts
+        .iter()
+        .any(|m| m.mount_point == target && m.fs_type == fstype)
 }
 
 #[cfg(test)]
@@ -264,7 +263,10 @@ mod tests {
 
     #[test]
     fn finds_mounts_by_type_and_target() {
-        let m = "sysfs /sys sysfs rw 0 0\ntracefs /sys/kernel/tracing tracefs rw 0 0\n";
+        let m = &mounts::parse_mountinfo(
+            "21 1 0:20 / /sys rw,nosuid shared:7 - sysfs sysfs rw\n\
+             31 21 0:12 / /sys/kernel/tracing rw,nosuid shared:12 - tracefs tracefs rw\n",
+        );
         assert!(is_mounted(m, "tracefs", "/sys/kernel/tracing"));
         assert!(!is_mounted(m, "debugfs", "/sys/kernel/debug"));
         assert!(!is_mounted(m, "tracefs", "/sys/kernel/debug/tracing"));

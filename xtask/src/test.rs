@@ -1,4 +1,5 @@
-//! `cargo xtask test`: setup, then every check the project has, each timed.
+//! `cargo xtask test`: setup, then every check the project has (fmt, layout, clippy, unit
+//! tests, real-kernel tests), each timed.
 //!
 //! A failing step does not stop the later ones (one CI run shows every problem); the command
 //! fails at the end if any step failed. The real-kernel tests (package iosched-trace-tests)
@@ -11,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::bail;
+use anyhow::{Context as _, bail};
 
 use crate::{cmd, setup};
 
@@ -46,8 +47,12 @@ pub fn run() -> anyhow::Result<()> {
         "warnings",
     ]);
     clippy.env("AYA_BUILD_SKIP", "1");
+    // This binary again, as a command like the other steps: `cargo xtask layout`.
+    let mut layout = Command::new(env::current_exe().context("finding the xtask binary")?);
+    layout.arg("layout");
     let mut steps: Vec<(&str, Command)> = vec![
         ("fmt", cargo(&["fmt", "--all", "--", "--check"])),
+        ("layout", layout),
         ("clippy (userspace)", clippy),
         (
             // On its own and with these flags: with the workspace, the eBPF crate's panic

@@ -23,14 +23,17 @@
 //! `scenario --keep` or `validate --keep` leave them) without running anything, and needs
 //! no root; runs missing there are skipped.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Args;
-use iosched_testbed::scenario::{
-    self, RunOptions, Tools, priority,
-    validate::{self, Replayed},
-    whatif,
+use iosched_testbed::{
+    scenario::{
+        self, RunOptions, Tools, priority,
+        validate::{self, Replayed},
+        whatif,
+    },
+    tempdir::TempDir,
 };
 
 use crate::{BinArgs, cmd, disk, scratch};
@@ -595,24 +598,8 @@ fn print_explain(rows: &[ExplainRow<'_>]) {
 }
 
 /// A scratch directory for recordings nobody asked to keep, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn tempdir() -> anyhow::Result<TempDir> {
-    let p = std::env::temp_dir().join(format!("iosched-validate-{}", std::process::id()));
-    std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
-    Ok(TempDir(p))
+    Ok(TempDir::new(&std::env::temp_dir(), "iosched-validate")?)
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ pub use codec::{
 };
 pub use order::{ChunkOrdered, TimeOrdered, Timed};
 pub use reader::{EventRef, RecordingReader};
+pub use sysfs::active_scheduler;
 pub use writer::{DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_EVENTS, RecordingWriter};
 
 /// Everything known at the start of a recording. Stored as JSON in the HEADER chunk; readers

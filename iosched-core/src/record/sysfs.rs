@@ -64,7 +64,8 @@ impl DeviceInfo {
             nr_requests: num("nr_requests"),
             nomerges: num("nomerges").and_then(|n| u8::try_from(n).ok()),
             max_sectors_kb: num("max_sectors_kb"),
-            scheduler: opt(queue.join("scheduler")).and_then(|s| active_scheduler(&s)),
+            scheduler: opt(queue.join("scheduler"))
+                .and_then(|s| active_scheduler(&s).map(str::to_owned)),
             iosched: read_iosched(&queue.join("iosched")),
             request_based: dir.join("mq").is_dir(),
         })
@@ -79,17 +80,16 @@ fn parse_dev(s: &str) -> Option<Dev> {
     })
 }
 
-/// `mq-deadline kyber [bfq] none` -> `bfq`; a lone `none` (bio-based devices) -> `none`.
-fn active_scheduler(s: &str) -> Option<String> {
-    let words: Vec<&str> = s.split_whitespace().collect();
-    if let Some(active) = words
-        .iter()
-        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
-    {
-        return Some(active.to_string());
-    }
-    match words.as_slice() {
-        [only] => Some(only.to_string()),
+/// The active entry of a `queue/scheduler` file: `mq-deadline kyber [bfq] none` -> `bfq`; a
+/// lone unbracketed entry (a bio-based device's `none`) is active too.
+pub fn active_scheduler(contents: &str) -> Option<&str> {
+    let mut entries = contents.split_whitespace();
+    let bracketed = entries
+        .clone()
+        .find_map(|s| s.strip_prefix('[')?.strip_suffix(']'));
+    match (bracketed, entries.next(), entries.next()) {
+        (Some(active), _, _) => Some(active),
+        (None, Some(only), None) => Some(only),
         _ => None,
     }
 }
@@ -192,11 +192,14 @@ mod tests {
 
     #[test]
     fn active_scheduler_forms() {
-        assert_eq!(
-            active_scheduler("[none] mq-deadline").as_deref(),
-            Some("none")
-        );
-        assert_eq!(active_scheduler("none").as_deref(), Some("none"));
+        assert_eq!(active_scheduler("[none] mq-deadline"), Some("none"));
+        assert_eq!(active_scheduler("none"), Some("none"));
         assert_eq!(active_scheduler("mq-deadline kyber"), None);
+        assert_eq!(
+            active_scheduler("none [mq-deadline] kyber bfq\n"),
+            Some("mq-deadline")
+        );
+        assert_eq!(active_scheduler("none\n"), Some("none"));
+        assert_eq!(active_scheduler(""), None);
     }
 }

@@ -11,25 +11,18 @@ pub struct Sim {
     pub events: Vec<Event>,
 }
 
-fn blank(kind: EventKind, t: u64, dev: Dev) -> Event {
+/// An event of `kind` at `t` on `dev`, fired in a kworker (pid 999, cgroup 1); the steps
+/// fill in what their event is about.
+fn kworker_event(kind: EventKind, t: u64, dev: Dev) -> Event {
     Event {
         ts_ns: t,
         kind,
-        cpu: 0,
         pid: 999,
         tgid: 999,
         comm: Comm::new("kworker"),
         cgroup_id: 1,
         dev,
-        sector: 0,
-        bytes: 0,
-        op: Op::Read,
-        flags: ReqFlags(0),
-        ioprio: 0,
-        rq: 0,
-        bio: 0,
-        error: 0,
-        aux: 0,
+        ..Event::blank()
     }
 }
 
@@ -66,7 +59,7 @@ impl Sim {
 
     /// Q: `pid` (comm `p<pid>`, cgroup `pid * 10`) queues `bio`.
     pub fn q(&mut self, bio: u64, pid: u32, sector: u64, bytes: u32, op: Op) -> &mut Self {
-        let mut ev = blank(EventKind::Queue, self.t, self.dev);
+        let mut ev = kworker_event(EventKind::Queue, self.t, self.dev);
         ev.pid = pid;
         ev.tgid = pid;
         ev.comm = Comm::new(&format!("p{pid}"));
@@ -82,7 +75,7 @@ impl Sim {
     }
 
     fn bio_ev(&mut self, kind: EventKind, bio: u64, sector: u64, bytes: u32) -> &mut Self {
-        let mut ev = blank(kind, self.t, self.dev);
+        let mut ev = kworker_event(kind, self.t, self.dev);
         ev.bio = bio;
         ev.sector = sector;
         ev.bytes = bytes;
@@ -111,7 +104,7 @@ impl Sim {
         bytes: u32,
         new_sector: u64,
     ) -> &mut Self {
-        let mut ev = blank(EventKind::Split, self.t, self.dev);
+        let mut ev = kworker_event(EventKind::Split, self.t, self.dev);
         ev.pid = pid;
         ev.bio = child;
         ev.sector = sector;
@@ -121,7 +114,7 @@ impl Sim {
     }
 
     fn rq_ev(&mut self, kind: EventKind, rq: u64, head: u64, sector: u64, bytes: u32) -> Event {
-        let mut ev = blank(kind, self.t, self.dev);
+        let mut ev = kworker_event(kind, self.t, self.dev);
         ev.rq = rq;
         ev.bio = head;
         ev.sector = sector;
@@ -146,7 +139,7 @@ impl Sim {
         ev.op = op;
         self.push(ev);
         for (pos, bio) in chain.iter().enumerate().skip(1) {
-            let mut link = blank(EventKind::BioInRq, self.t, self.dev);
+            let mut link = kworker_event(EventKind::BioInRq, self.t, self.dev);
             link.rq = rq;
             link.bio = *bio;
             link.aux = pos as u64;

@@ -31,7 +31,7 @@ use std::{cmp::Reverse, collections::BinaryHeap, num::NonZeroU32};
 
 use rustc_hash::FxHashMap;
 
-use iosched_core::event::{Comm, Dev, Event, EventKind, Op, ReqFlags};
+use iosched_core::event::{Dev, Event, EventKind};
 
 use super::{
     agenda::Agenda,
@@ -378,23 +378,8 @@ pub fn run(
             }
         ],
         template: Event {
-            ts_ns: 0,
-            kind: EventKind::Queue,
-            cpu: 0,
-            pid: 0,
-            tgid: 0,
-            comm: Comm::default(),
-            cgroup_id: 0,
             dev: w.device.dev,
-            sector: 0,
-            bytes: 0,
-            op: Op::Read,
-            flags: ReqFlags(0),
-            ioprio: 0,
-            rq: 0,
-            bio: 0,
-            error: 0,
-            aux: 0,
+            ..Event::blank()
         },
     };
     // Open-loop bios come from a sorted list, not the agenda: a writeback stream can hold

@@ -7,7 +7,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use iosched_disk::DiskModel;
 use iosched_testbed::{
-    args::{ModelArgs, parse_size},
+    args::{ModelArgs, parse_disk_size},
     daemon::{self, Config},
 };
 
@@ -21,7 +21,7 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     mount: PathBuf,
     /// Size of the disk file (e.g. 2G).
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = parse_disk_size)]
     size: u64,
     #[command(flatten)]
     model: ModelArgs,

@@ -9,11 +9,9 @@
 
 use std::{
     collections::BTreeMap,
-    fs,
-    io::{self, BufRead as _, BufReader},
+    fs, io,
     path::{Path, PathBuf},
-    process::{Child, Command, ExitStatus, Stdio},
-    sync::mpsc,
+    process::{Command, ExitStatus, Stdio},
     thread,
     time::{Duration, Instant},
 };
@@ -22,12 +20,15 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::{Run, Scenario, Workload, summary::RunSummary};
-use crate::rig::{Hdd, HddConfig, RigError, is_mounted};
+use crate::{
+    mounts::{self, is_mount_point},
+    recorder::{Recorder, RecorderError},
+    rig::{Hdd, HddConfig, RigError},
+    tempdir::TempDir,
+};
 
 /// How long `iosched-trace record` may take to load and attach its programs.
 const RECORDER_READY: Duration = Duration::from_secs(30);
-/// How long the recorder may take to drain and write its file after SIGINT.
-const RECORDER_STOP: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {
@@ -41,8 +42,8 @@ pub enum ScenarioError {
         status: String,
         stderr: String,
     },
-    #[error("recorder: {0}")]
-    Recorder(String),
+    #[error(transparent)]
+    Recorder(#[from] RecorderError),
     #[error("report of {path}: {err}")]
     Report { path: PathBuf, err: String },
     #[error("unknown scenario {0:?} (known: {names})", names = super::NAMES.join(", "))]
@@ -129,7 +130,11 @@ pub fn run(
             });
         }
     }
-    let scratch = TempDir::new(&format!("iosched-scenario-{}", scenario.name))?;
+    let scratch = TempDir::new(
+        Path::new("/dev/shm"),
+        &format!("iosched-scenario-{}", scenario.name),
+    )
+    .map_err(io_err("creating a scratch directory"))?;
     let out_dir = match &options.keep {
         Some(dir) => {
             let dir = dir.join(scenario.name);
@@ -240,8 +245,8 @@ fn run_one(
                 .arg(format!("--filename={}", disk.device().display()))
                 .arg("--output-format=json")
                 .arg(format!("--output={}", fio_out.display()));
-            let recorder =
-                Recorder::start(&tools.trace_bin, disk.name(), &recording, record_options)?;
+            let mut recorder =
+                start_recorder(&tools.trace_bin, disk.name(), &recording, record_options)?;
             let secs = timed(&mut cmd, ioprio)?;
             recorder.stop()?;
             let text = fs::read_to_string(&fio_out)
@@ -266,8 +271,8 @@ fn run_one(
                 &format!("count={count}"),
                 "status=none",
             ]);
-            let recorder =
-                Recorder::start(&tools.trace_bin, disk.name(), &recording, record_options)?;
+            let mut recorder =
+                start_recorder(&tools.trace_bin, disk.name(), &recording, record_options)?;
             let secs = timed(&mut cmd, ioprio)?;
             recorder.stop()?;
             (secs, None)
@@ -285,8 +290,8 @@ fn run_one(
             );
             let mut cmd = Command::new("sh");
             cmd.args(["-c", &script]);
-            let recorder =
-                Recorder::start(&tools.trace_bin, disk.name(), &recording, record_options)?;
+            let mut recorder =
+                start_recorder(&tools.trace_bin, disk.name(), &recording, record_options)?;
             let secs = timed(&mut cmd, ioprio)?;
             recorder.stop()?;
             drop(cgroup);
@@ -416,131 +421,17 @@ fn at_priority(cmd: &mut Command, ioprio: libc::c_long) {
     }
 }
 
-/// A fresh directory under /dev/shm, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(prefix: &str) -> Result<Self, ScenarioError> {
-        let path = PathBuf::from(format!("/dev/shm/{prefix}-{}", std::process::id()));
-        fs::create_dir(&path).map_err(io_err(format!("creating {}", path.display())))?;
-        Ok(Self(path))
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-/// `iosched-trace record -d DEV -o FILE` as our child; stopped with SIGINT, killed on drop if
-/// still running.
-struct Recorder {
-    child: Option<Child>,
-    lines: mpsc::Receiver<String>,
-    said: Vec<String>,
-}
-
-impl Recorder {
-    fn start(
-        bin: &Path,
-        device: &str,
-        output: &Path,
-        options: &[&str],
-    ) -> Result<Self, ScenarioError> {
-        let mut child = Command::new(bin)
-            .args(["record", "-d", device, "-o"])
-            .arg(output)
-            .args(options)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(io_err(format!("starting {}", bin.display())))?;
-        let stderr = child.stderr.take().expect("piped");
-        let (tx, lines) = mpsc::channel();
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let mut recorder = Self {
-            child: Some(child),
-            lines,
-            said: Vec::new(),
-        };
-        let deadline = Instant::now() + RECORDER_READY;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match recorder.lines.recv_timeout(left) {
-                Ok(line) => {
-                    let ready = line.starts_with("recording: ready");
-                    recorder.said.push(line);
-                    if ready {
-                        return Ok(recorder);
-                    }
-                }
-                Err(_) => {
-                    return Err(ScenarioError::Recorder(format!(
-                        "not ready within {} s; it said:\n{}",
-                        RECORDER_READY.as_secs(),
-                        recorder.said.join("\n")
-                    )));
-                }
-            }
-        }
-    }
-
-    /// SIGINT, then waits for the file to be written; fails if the recorder failed or lost
-    /// events (a recording with holes would make every number below it doubtful).
-    fn stop(mut self) -> Result<(), ScenarioError> {
-        let mut child = self.child.take().expect("running");
-        // SAFETY: kill(2) on our own child's pid, not yet reaped.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-        let deadline = Instant::now() + RECORDER_STOP;
-        let status = loop {
-            if let Some(status) = child
-                .try_wait()
-                .map_err(io_err("waiting for the recorder"))?
-            {
-                break status;
-            }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(ScenarioError::Recorder(format!(
-                    "did not stop within {} s of SIGINT",
-                    RECORDER_STOP.as_secs()
-                )));
-            }
-            thread::sleep(Duration::from_millis(20));
-        };
-        while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
-            self.said.push(line);
-        }
-        if !status.success() {
-            return Err(ScenarioError::Recorder(format!(
-                "exited with {status}; it said:\n{}",
-                self.said.join("\n")
-            )));
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+/// `iosched-trace record -d DEVICE -o OUTPUT OPTIONS`, once it is ready. The recorder is
+/// stopped (SIGINT, and a recording that is not whole fails the run) or killed on drop.
+fn start_recorder(
+    bin: &Path,
+    device: &str,
+    output: &Path,
+    options: &[&str],
+) -> Result<Recorder, ScenarioError> {
+    let mut recorder = Recorder::spawn(Recorder::command(bin, &[device], output, options), None)?;
+    recorder.wait_ready(RECORDER_READY, &|| false)?;
+    Ok(recorder)
 }
 
 /// ext4 made on the emulated disk and mounted on a directory of ours; unmounted on drop.
@@ -602,7 +493,7 @@ impl Ext4 {
 
 impl Drop for Ext4 {
     fn drop(&mut self) {
-        if self.mounted && is_mounted(&self.mountpoint) {
+        if self.mounted && is_mount_point(&self.mountpoint) {
             let ok = Command::new("umount")
                 .arg(&self.mountpoint)
                 .stdout(Stdio::null())
@@ -658,29 +549,14 @@ impl Drop for BlkioCgroup {
     }
 }
 
-/// The mount point of the v1 blkio hierarchy, else of cgroup2 (from /proc/self/mountinfo).
+/// The mount point of the v1 blkio hierarchy, else of cgroup2.
 fn blkio_root() -> Option<PathBuf> {
-    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mut v2 = None;
-    for line in info.lines() {
-        // "... MOUNTPOINT OPTIONS ... - FSTYPE SOURCE SUPEROPTIONS"
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(dash) = fields.iter().position(|f| *f == "-") else {
-            continue;
-        };
-        let (Some(mountpoint), Some(fstype), Some(superopts)) =
-            (fields.get(4), fields.get(dash + 1), fields.get(dash + 3))
-        else {
-            continue;
-        };
-        if *fstype == "cgroup" && superopts.split(',').any(|o| o == "blkio") {
-            return Some(PathBuf::from(mountpoint));
-        }
-        if *fstype == "cgroup2" && v2.is_none() {
-            v2 = Some(PathBuf::from(mountpoint));
-        }
-    }
-    v2
+    let mounts = mounts::mounts().ok()?;
+    let v1 = mounts
+        .iter()
+        .find(|m| m.fs_type == "cgroup" && m.super_options.split(',').any(|o| o == "blkio"));
+    v1.or_else(|| mounts.iter().find(|m| m.fs_type == "cgroup2"))
+        .map(|m| PathBuf::from(&m.mount_point))
 }
 
 #[cfg(test)]

@@ -4,12 +4,13 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use iosched_core::units::{BytesStyle, human_bytes};
 
 use crate::{
     cli::RecordArgs,
     devices::Sysfs,
     preflight,
-    recorder::{self, RecordConfig, human_bytes},
+    recorder::{self, RecordConfig},
 };
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
@@ -60,7 +61,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     eprintln!(
         "recorded {} events ({}) in {:.1}s to {} [{}]; lost {} events{}",
         summary.events,
-        human_bytes(summary.bytes),
+        human_bytes(summary.bytes as f64, BytesStyle::UpToTib),
         summary.duration.as_secs_f64(),
         args.output.display(),
         summary.ended_by,

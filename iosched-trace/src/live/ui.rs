@@ -5,6 +5,7 @@
 //! depth, the selected row's latency histogram), the selected row's recent requests on a time
 //! axis, the key line. Columns of lesser priority are left out on narrow terminals.
 
+use iosched_core::units::short_ns;
 use ratatui::{
     Frame,
     layout::{Constraint, Layout, Rect},
@@ -17,27 +18,6 @@ use super::{
     app::{App, Row, SortKey},
     interval::{HIST_BUCKETS, RecentIo},
 };
-
-/// Nanoseconds in at most 6 characters.
-pub fn short_ns(ns: u64) -> String {
-    let ns = ns as f64;
-    let (v, unit) = if ns < 1e3 {
-        (ns, "ns")
-    } else if ns < 1e6 {
-        (ns / 1e3, "us")
-    } else if ns < 1e9 {
-        (ns / 1e6, "ms")
-    } else {
-        (ns / 1e9, "s")
-    };
-    if v >= 100.0 || unit == "ns" {
-        format!("{v:.0}{unit}")
-    } else if v >= 10.0 {
-        format!("{v:.1}{unit}")
-    } else {
-        format!("{v:.2}{unit}")
-    }
-}
 
 fn opt_ns(v: Option<u64>) -> String {
     v.map_or_else(|| "-".into(), short_ns)

@@ -3,46 +3,15 @@
 
 use std::{collections::BTreeMap, fmt::Write};
 
-use iosched_core::analysis::{
-    Report,
-    latency::LatencySummary,
-    model::{DeviceReport, DirectionReport, ProcessReport},
-    seeks::SeekSummary,
+use iosched_core::{
+    analysis::{
+        Report,
+        latency::LatencySummary,
+        model::{DeviceReport, DirectionReport, ProcessReport},
+        seeks::SeekSummary,
+    },
+    units::{BytesStyle, human_bytes, human_ns},
 };
-
-/// Nanoseconds as ns/µs/ms/s with 3 significant digits.
-pub fn human_ns(ns: f64) -> String {
-    let (v, unit) = if ns < 1e3 {
-        (ns, "ns")
-    } else if ns < 1e6 {
-        (ns / 1e3, "µs")
-    } else if ns < 1e9 {
-        (ns / 1e6, "ms")
-    } else {
-        (ns / 1e9, "s")
-    };
-    if v >= 100.0 || unit == "ns" {
-        format!("{v:.0} {unit}")
-    } else if v >= 10.0 {
-        format!("{v:.1} {unit}")
-    } else {
-        format!("{v:.2} {unit}")
-    }
-}
-
-/// Bytes as B/KiB/MiB/GiB.
-pub fn human_bytes(b: f64) -> String {
-    const K: f64 = 1024.0;
-    if b < K {
-        format!("{b:.0} B")
-    } else if b < K * K {
-        format!("{:.1} KiB", b / K)
-    } else if b < K * K * K {
-        format!("{:.1} MiB", b / (K * K))
-    } else {
-        format!("{:.2} GiB", b / (K * K * K))
-    }
-}
 
 fn mib_s(bytes_per_s_mb: f64) -> String {
     // Reports carry MB/s (10^6); show MiB/s like iostat -m does not, but fio does.
@@ -55,7 +24,7 @@ fn dir_line(name: &str, d: &DirectionReport) -> String {
         d.iops,
         mib_s(d.mb_per_s),
         d.requests,
-        human_bytes(d.bytes as f64)
+        human_bytes(d.bytes as f64, BytesStyle::UpToGib)
     )
 }
 
@@ -121,7 +90,7 @@ fn device_section(out: &mut String, d: &DeviceReport, plugs_recorded: bool) {
         d.merges.back,
         d.merges.front,
         d.merges.request,
-        human_bytes(d.avg_request_bytes)
+        human_bytes(d.avg_request_bytes, BytesStyle::UpToGib)
     );
     let _ = writeln!(
         out,
@@ -216,7 +185,7 @@ fn process_table(out: &mut String, processes: &[ProcessReport]) {
             p.tgid,
             p.comm,
             p.requests,
-            human_bytes(p.bytes as f64),
+            human_bytes(p.bytes as f64, BytesStyle::UpToGib),
             p.iops,
             mib_s(p.mb_per_s),
             p.sequential_pct,
@@ -308,7 +277,7 @@ pub fn render(r: &Report) -> String {
             p.cgroup,
             p.bios_queued,
             p.requests,
-            human_bytes(p.bytes as f64),
+            human_bytes(p.bytes as f64, BytesStyle::UpToGib),
             if p.think_time.count > 0 {
                 format!(
                     "think time mean {} p99 {} ({} gaps)",
@@ -459,16 +428,6 @@ pub fn render(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn units_read_naturally() {
-        assert_eq!(human_ns(850.0), "850 ns");
-        assert_eq!(human_ns(12_345.0), "12.3 µs");
-        assert_eq!(human_ns(1_500_000.0), "1.50 ms");
-        assert_eq!(human_ns(2_000_000_000.0), "2.00 s");
-        assert_eq!(human_bytes(4096.0), "4.0 KiB");
-        assert_eq!(human_bytes(3.0 * 1024.0 * 1024.0), "3.0 MiB");
-    }
 
     /// `report` says how long the I/O itself took when notes outside it lengthen its window
     /// by more than 1%, and not otherwise.
