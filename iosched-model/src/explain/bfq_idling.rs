@@ -18,8 +18,8 @@ use super::super::{
     workload::{DEP_WINDOW_NS, Workload},
 };
 use super::{
-    MIN_EFFECT_PCT,
-    finding::{Cause, Evidence as AnyEvidence, Finding},
+    Evidence as AnyEvidence, Finding, MIN_EFFECT_PCT,
+    parts::Cause,
     runner::{Context, Diagnosis, Runs, WhatIf},
 };
 

@@ -16,8 +16,8 @@ use super::super::{
     sched::{Decision, ExpireReason, IdleReason, SchedKind},
 };
 use super::{
-    MIN_EFFECT_PCT,
-    finding::{Cause, Evidence as AnyEvidence, Finding},
+    Evidence as AnyEvidence, Finding, MIN_EFFECT_PCT,
+    parts::Cause,
     runner::{Context, Diagnosis, Runs, WhatIf},
 };
 

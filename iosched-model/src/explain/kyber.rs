@@ -11,7 +11,8 @@ use super::super::{
     throttle::{KYBER_DEPTH, KYBER_DOMAINS, KyberDomain, Sufferer},
 };
 use super::{
-    finding::{Cause, Evidence as AnyEvidence, Finding, Fix, mb_s},
+    Evidence as AnyEvidence, Finding,
+    parts::{Cause, Fix, mb_s},
     runner::{Context, Diagnosis, Runs, WhatIf},
     throttling::{self, MIN_THROTTLED, MIN_THROTTLED_NS},
 };

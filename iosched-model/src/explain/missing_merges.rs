@@ -11,7 +11,8 @@
 
 use super::super::{replay::Replayer, sched::SchedKind, workload::Stream};
 use super::{
-    finding::{Cause, Finding, Fix},
+    Finding,
+    parts::{Cause, Fix},
     runner::{Context, Diagnosis, Runs, WhatIf},
 };
 

@@ -15,10 +15,10 @@
 
 pub mod bfq_idling;
 pub mod cfq_idling;
-pub mod finding;
 pub mod kyber;
 pub mod missing_merges;
 pub mod other_scheduler;
+pub mod parts;
 pub mod preemption_storm;
 mod runner;
 pub mod seek_bound;
@@ -32,10 +32,7 @@ use serde::Serialize;
 
 use iosched_core::analysis::Report;
 
-pub use finding::{
-    AloneBy, Cause, Claim, Estimate, Evidence, Finding, Fix, LatencyEstimate, OtherEnd, RangeBasis,
-    RangeEnd,
-};
+pub use parts::{AloneBy, Cause, Estimate, Fix, LatencyEstimate, OtherEnd, RangeBasis, RangeEnd};
 
 use super::{
     replay::{self, ReplayError, Replayer, Summary},
@@ -166,4 +163,116 @@ pub fn explain(
         throttling: w.throttle.clone(),
         replays,
     })
+}
+
+/// A finding as data: its cause, what it claims, its evidence, and the model's estimate of
+/// its fix. Claims and evidence are each cause's own kinds ([`bfq_idling::Claim`], ...),
+/// gathered here in one enum each (here, not in [`parts`], because they name every cause);
+/// the numbers are the ones the evidence cites.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    pub cause: Cause,
+    pub claim: Claim,
+    pub evidence: Vec<Evidence>,
+    pub estimate: Option<Estimate>,
+    pub latency_estimate: Option<LatencyEstimate>,
+    /// Other fixes of the same cause, with the model's estimate of each (as `estimate`).
+    pub alternatives: Vec<Estimate>,
+}
+
+impl Finding {
+    /// A finding with its estimate (or none) and nothing else.
+    pub(crate) fn new(
+        cause: Cause,
+        claim: impl Into<Claim>,
+        evidence: Vec<Evidence>,
+        estimate: Option<Estimate>,
+    ) -> Finding {
+        Finding {
+            cause,
+            claim: claim.into(),
+            evidence,
+            estimate,
+            latency_estimate: None,
+            alternatives: Vec::new(),
+        }
+    }
+}
+
+/// What a finding says, each cause's own.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Claim {
+    BfqIdling(bfq_idling::Claim),
+    WakerHandled(waker_handled::Claim),
+    WeightRaising(weight_raising::Claim),
+    PreemptionStorm(preemption_storm::Claim),
+    SlicesTooLong(slices_too_long::Claim),
+    CfqIdling(cfq_idling::Claim),
+    MissingMerges(missing_merges::Claim),
+    Wbt(wbt::Claim),
+    Kyber(kyber::Claim),
+    SeekBound(seek_bound::Claim),
+    OtherScheduler(other_scheduler::Claim),
+}
+
+/// One piece of a finding's evidence, each cause's own or one causes share.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Evidence {
+    BfqIdling(bfq_idling::Evidence),
+    WakerHandled(waker_handled::Evidence),
+    WeightRaising(weight_raising::Evidence),
+    PreemptionStorm(preemption_storm::Evidence),
+    SlicesTooLong(slices_too_long::Evidence),
+    CfqIdling(cfq_idling::Evidence),
+    MissingMerges(missing_merges::Evidence),
+    Wbt(wbt::Evidence),
+    Kyber(kyber::Evidence),
+    /// What wbt and Kyber throttling share.
+    Throttling(throttling::Evidence),
+    SeekBound(seek_bound::Evidence),
+    OtherScheduler(other_scheduler::Evidence),
+    /// An estimate's other end where the recording hid the per-request latency.
+    OtherEnd(OtherEnd),
+}
+
+/// `From` each cause's claim and evidence into the enums above.
+macro_rules! wraps {
+    ($($variant:ident: $claim:ty, $evidence:ty;)*) => {$(
+        impl From<$claim> for Claim {
+            fn from(c: $claim) -> Claim {
+                Claim::$variant(c)
+            }
+        }
+        impl From<$evidence> for Evidence {
+            fn from(e: $evidence) -> Evidence {
+                Evidence::$variant(e)
+            }
+        }
+    )*};
+}
+
+wraps! {
+    BfqIdling: bfq_idling::Claim, bfq_idling::Evidence;
+    WakerHandled: waker_handled::Claim, waker_handled::Evidence;
+    WeightRaising: weight_raising::Claim, weight_raising::Evidence;
+    PreemptionStorm: preemption_storm::Claim, preemption_storm::Evidence;
+    SlicesTooLong: slices_too_long::Claim, slices_too_long::Evidence;
+    CfqIdling: cfq_idling::Claim, cfq_idling::Evidence;
+    MissingMerges: missing_merges::Claim, missing_merges::Evidence;
+    Wbt: wbt::Claim, wbt::Evidence;
+    Kyber: kyber::Claim, kyber::Evidence;
+    SeekBound: seek_bound::Claim, seek_bound::Evidence;
+    OtherScheduler: other_scheduler::Claim, other_scheduler::Evidence;
+}
+
+impl From<throttling::Evidence> for Evidence {
+    fn from(e: throttling::Evidence) -> Evidence {
+        Evidence::Throttling(e)
+    }
+}
+
+impl From<OtherEnd> for Evidence {
+    fn from(e: OtherEnd) -> Evidence {
+        Evidence::OtherEnd(e)
+    }
 }

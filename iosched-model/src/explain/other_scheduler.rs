@@ -10,7 +10,8 @@
 
 use super::super::sched::SchedKind;
 use super::{
-    finding::{AloneBy, Cause, Evidence as AnyEvidence, Finding, OtherEnd, range_end},
+    Evidence as AnyEvidence, Finding,
+    parts::{AloneBy, Cause, OtherEnd, range_end},
     runner::{Context, Diagnosis, Runs, WhatIf},
 };
 

@@ -23,7 +23,8 @@ use super::super::{
     workload::Workload,
 };
 use super::{
-    finding::{Cause, Estimate, Evidence as AnyEvidence, Finding, Fix, RangeBasis, RangeEnd},
+    Evidence as AnyEvidence, Finding,
+    parts::{Cause, Estimate, Fix, RangeBasis, RangeEnd},
     runner::{Context, Diagnosis, Runs, WhatIf},
 };
 

@@ -12,7 +12,10 @@ use super::super::{
     replay::{Config, ReplayError, Replayer, Run, Summary},
     sched::{SchedKind, Settings},
 };
-use super::finding::{Estimate, Finding, Fix, estimate, range_end};
+use super::{
+    Finding,
+    parts::{Estimate, Fix, estimate, range_end},
+};
 
 /// One diagnosis: a cause's what-ifs and its judgement of their runs.
 pub(super) trait Diagnosis {

@@ -8,7 +8,8 @@
 
 use super::super::replay::Replayer;
 use super::{
-    finding::{Cause, Finding},
+    Finding,
+    parts::Cause,
     runner::{Context, Diagnosis, Runs, WhatIf},
 };
 

@@ -9,7 +9,8 @@
 
 use super::super::{replay::ProcessSummary, sched::SchedKind};
 use super::{
-    finding::{Cause, Finding, LatencyEstimate},
+    Finding,
+    parts::{Cause, LatencyEstimate},
     runner::{Context, Diagnosis, Runs, WhatIf},
 };
 

@@ -11,7 +11,7 @@ use super::super::{
 };
 use super::{
     MIN_EFFECT_PCT,
-    finding::{Estimate, Fix, estimate},
+    parts::{Estimate, Fix, estimate},
 };
 
 /// Throttle waits below these are noise (a Q->G stretched by preemption that happened to

@@ -12,7 +12,8 @@
 
 use super::super::sched::SchedKind;
 use super::{
-    finding::{Cause, Finding},
+    Finding,
+    parts::Cause,
     runner::{Context, Diagnosis, Runs, WhatIf},
 };
 

@@ -10,7 +10,8 @@
 
 use super::super::{throttle::WbtWaits, workload::Workload};
 use super::{
-    finding::{Cause, Evidence as AnyEvidence, Finding, Fix, mb_s},
+    Evidence as AnyEvidence, Finding,
+    parts::{Cause, Fix, mb_s},
     runner::{Context, Diagnosis, Runs, WhatIf},
     throttling::{self, MIN_THROTTLED, MIN_THROTTLED_NS},
 };

@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 
 use super::super::sched::{Decision, SchedKind};
 use super::{
-    MIN_EFFECT_PCT,
-    finding::{AloneBy, Cause, Evidence as AnyEvidence, Finding, OtherEnd, range_end},
+    Evidence as AnyEvidence, Finding, MIN_EFFECT_PCT,
+    parts::{AloneBy, Cause, OtherEnd, range_end},
     runner::{Context, Diagnosis, On, Runs, WhatIf},
 };
 

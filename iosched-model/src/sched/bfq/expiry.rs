@@ -8,12 +8,6 @@ use crate::sched::{Ctx, Decision, ExpireReason, IdleOutcome};
 use super::Bfq;
 use super::wf2q::ASYNC_CHARGE;
 
-/// Requeueing an empty preempted queue (`__bfq_bfqq_expire`, 5.3+: one that still needs
-/// idling for its service guarantees stays busy): BFQ's log shows it ("expire (4)",
-/// the same queue set in service again, then "expire (3)" at its next chance). Off gives a
-/// switch to the preempting queue there instead.
-pub(super) const REQUEUE_EMPTY_PREEMPTED: bool = true;
-
 impl Bfq {
     pub(super) fn expire(&mut self, ctx: &Ctx, q: usize, reason: ExpireReason) {
         let outcome = match reason {
@@ -27,7 +21,7 @@ impl Bfq {
         // it then expires for having no requests (BFQ's log shows expire 4, set, expire 3).
         // (`idling_needed_for_service_guarantees`, which first asks whether the process
         // is still there: here, whether it has I/O to come.)
-        let requeue_empty = REQUEUE_EMPTY_PREEMPTED
+        let requeue_empty = super::REQUEUE_EMPTY_PREEMPTED
             && self.kernel >= 5003
             && reason == ExpireReason::Preempted
             && self.queues[q].queued() == 0

@@ -110,6 +110,12 @@ pub const KEYS: &[&str] = &[
     "hz",
 ];
 
+/// Requeueing an empty preempted queue (`__bfq_bfqq_expire`, 5.3+: one that still needs
+/// idling for its service guarantees stays busy): BFQ's log shows it ("expire (4)",
+/// the same queue set in service again, then "expire (3)" at its next chance). Off gives a
+/// switch to the preempting queue there instead.
+const REQUEUE_EMPTY_PREEMPTED: bool = true;
+
 const SEEK_THR: u64 = 800;
 
 /// `queue_of` of a request no queue holds.

@@ -7,7 +7,6 @@
 
 use crate::sched::{Ctx, Decision};
 
-use super::expiry::REQUEUE_EMPTY_PREEMPTED;
 use super::weight_raising::WR_COEFF;
 use super::{Bfq, Queue};
 
@@ -72,7 +71,7 @@ impl Bfq {
             self.queues
                 .iter()
                 .enumerate()
-                .filter(|(_, q)| q.busy && (REQUEUE_EMPTY_PREEMPTED || q.queued() > 0))
+                .filter(|(_, q)| q.busy && (super::REQUEUE_EMPTY_PREEMPTED || q.queued() > 0))
         };
         let min_start = candidates().map(|(_, q)| q.start).reduce(f64::min)?;
         if min_start > self.vtime {

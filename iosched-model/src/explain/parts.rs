@@ -1,9 +1,10 @@
-//! A finding as data: its cause, what it claims, its evidence, and the model's estimate of
-//! its fix. Claims and evidence are each cause's own kinds ([`super::bfq_idling::Claim`],
-//! ...), gathered here in one enum each; the numbers are the ones the evidence cites.
+//! The parts of a finding that every diagnosis shares: what it names ([`Cause`]), the
+//! model's estimate of its fix ([`Estimate`], [`Fix`], ranges), and the estimate arithmetic.
+//! The finding itself, and the enums that gather each cause's own claims and evidence, are
+//! the parent's (`explain::Finding`): they name every cause, and every cause uses these.
 //!
 //! Owns: the shapes every diagnosis fills, and the estimate arithmetic they share. Must not:
-//! word anything (the view does).
+//! know any one cause; word anything (the view does).
 
 use super::super::{
     device::ASSUMED_LATENCY_NS,
@@ -63,114 +64,6 @@ impl Cause {
                 | Cause::WbtThrottlingPays
                 | Cause::KyberThrottlingPays
         )
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct Finding {
-    pub cause: Cause,
-    pub claim: Claim,
-    pub evidence: Vec<Evidence>,
-    pub estimate: Option<Estimate>,
-    pub latency_estimate: Option<LatencyEstimate>,
-    /// Other fixes of the same cause, with the model's estimate of each (as `estimate`).
-    pub alternatives: Vec<Estimate>,
-}
-
-impl Finding {
-    /// A finding with its estimate (or none) and nothing else.
-    pub(super) fn new(
-        cause: Cause,
-        claim: impl Into<Claim>,
-        evidence: Vec<Evidence>,
-        estimate: Option<Estimate>,
-    ) -> Finding {
-        Finding {
-            cause,
-            claim: claim.into(),
-            evidence,
-            estimate,
-            latency_estimate: None,
-            alternatives: Vec::new(),
-        }
-    }
-}
-
-/// What a finding says, each cause's own.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Claim {
-    BfqIdling(super::bfq_idling::Claim),
-    WakerHandled(super::waker_handled::Claim),
-    WeightRaising(super::weight_raising::Claim),
-    PreemptionStorm(super::preemption_storm::Claim),
-    SlicesTooLong(super::slices_too_long::Claim),
-    CfqIdling(super::cfq_idling::Claim),
-    MissingMerges(super::missing_merges::Claim),
-    Wbt(super::wbt::Claim),
-    Kyber(super::kyber::Claim),
-    SeekBound(super::seek_bound::Claim),
-    OtherScheduler(super::other_scheduler::Claim),
-}
-
-/// One piece of a finding's evidence, each cause's own or one causes share.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Evidence {
-    BfqIdling(super::bfq_idling::Evidence),
-    WakerHandled(super::waker_handled::Evidence),
-    WeightRaising(super::weight_raising::Evidence),
-    PreemptionStorm(super::preemption_storm::Evidence),
-    SlicesTooLong(super::slices_too_long::Evidence),
-    CfqIdling(super::cfq_idling::Evidence),
-    MissingMerges(super::missing_merges::Evidence),
-    Wbt(super::wbt::Evidence),
-    Kyber(super::kyber::Evidence),
-    /// What wbt and Kyber throttling share.
-    Throttling(super::throttling::Evidence),
-    SeekBound(super::seek_bound::Evidence),
-    OtherScheduler(super::other_scheduler::Evidence),
-    /// An estimate's other end where the recording hid the per-request latency.
-    OtherEnd(OtherEnd),
-}
-
-/// `From` each cause's claim and evidence into the enums above.
-macro_rules! wraps {
-    ($($variant:ident: $claim:ty, $evidence:ty;)*) => {$(
-        impl From<$claim> for Claim {
-            fn from(c: $claim) -> Claim {
-                Claim::$variant(c)
-            }
-        }
-        impl From<$evidence> for Evidence {
-            fn from(e: $evidence) -> Evidence {
-                Evidence::$variant(e)
-            }
-        }
-    )*};
-}
-
-wraps! {
-    BfqIdling: super::bfq_idling::Claim, super::bfq_idling::Evidence;
-    WakerHandled: super::waker_handled::Claim, super::waker_handled::Evidence;
-    WeightRaising: super::weight_raising::Claim, super::weight_raising::Evidence;
-    PreemptionStorm: super::preemption_storm::Claim, super::preemption_storm::Evidence;
-    SlicesTooLong: super::slices_too_long::Claim, super::slices_too_long::Evidence;
-    CfqIdling: super::cfq_idling::Claim, super::cfq_idling::Evidence;
-    MissingMerges: super::missing_merges::Claim, super::missing_merges::Evidence;
-    Wbt: super::wbt::Claim, super::wbt::Evidence;
-    Kyber: super::kyber::Claim, super::kyber::Evidence;
-    SeekBound: super::seek_bound::Claim, super::seek_bound::Evidence;
-    OtherScheduler: super::other_scheduler::Claim, super::other_scheduler::Evidence;
-}
-
-impl From<super::throttling::Evidence> for Evidence {
-    fn from(e: super::throttling::Evidence) -> Evidence {
-        Evidence::Throttling(e)
-    }
-}
-
-impl From<OtherEnd> for Evidence {
-    fn from(e: OtherEnd) -> Evidence {
-        Evidence::OtherEnd(e)
     }
 }
 
