@@ -130,8 +130,8 @@ pub struct SynthArgs {
     pub depth: usize,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Instead of the random load: a modelled scenario (`dsync-journal`: seed 001's dd and
-    /// jbd2 cycle; `mixed`: readers and a writer), as the scheduler model would run it.
+    /// Instead of the random load: a modelled scenario (`dsync-journal`: a dd O_DSYNC writer
+    /// and jbd2 waiting on each other; `mixed`: readers and a writer), as the scheduler model would run it.
     #[arg(long, value_name = "NAME")]
     pub scenario: Option<String>,
     /// With --scenario: the scheduler it runs under, with settings (`bfq:kernel=5.2`).

@@ -201,7 +201,8 @@ fn verdict_text(v: Verdict) -> String {
             format!("{n} finding(s); the first has the largest estimated effect")
         }
         Verdict::WakerHandled => "nothing is wrong: BFQ idles, but it recognised the waker and \
-                                  serves its I/O (the seed-001 collapse is fixed in this kernel)"
+                                  serves its I/O (the collapse of a dsync writer waiting \
+                                  for jbd2 under BFQ before 5.3 does not happen here)"
             .to_string(),
         Verdict::WakerInjected => "nothing is wrong: BFQ idled, but it detected the waker and \
                                    injected its I/O, so no time was lost to idling"

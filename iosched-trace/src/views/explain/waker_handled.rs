@@ -25,7 +25,7 @@ pub(super) fn evidence(w: &Workload, e: &waker_handled::Evidence) -> String {
     let comm = &w.streams[*stream as usize].comm;
     format!(
         "model: with pre-5.3 rules (no waker injection) and {comm} in a cgroup of its \
-         own, as in seed 001, {comm} would get {predicted_mb_s:.3} MB/s instead of \
+         own (a v1 blkio group of its own), {comm} would get {predicted_mb_s:.3} MB/s instead of \
          {measured_mb_s:.3} ({change_pct:+.0}%)"
     )
 }
