@@ -5,14 +5,14 @@
 //! - [`idling`]: idle-with-pending intervals and who they are attributed to.
 //! - [`slices`]: runs of dispatches per owner (the scheduler's switching pattern).
 //! - [`seeks`]: seek distances.
-//! - [`model`]: the report's data (what `--json` prints) and how it is assembled.
+//! - [`report`]: the report's data (what `--json` prints) and how it is assembled.
 //!
 //! Owns: aggregation. Must not: read files, print.
 
 pub mod idling;
 pub mod latency;
 pub mod loghist;
-pub mod model;
+pub mod report;
 pub mod seeks;
 pub mod slices;
 
@@ -31,7 +31,7 @@ use latency::{Latency, Stage, Stages};
 use seeks::Seeks;
 use slices::{SliceStats, SliceTracker};
 
-pub use model::Report;
+pub use report::Report;
 
 /// What a report covers.
 #[derive(Clone, Debug, Default)]
@@ -99,11 +99,11 @@ pub fn analyze_between(
     from_ns: u64,
     to_ns: u64,
 ) -> Result<Report, InputError> {
-    let wanted = model::resolve_devices(&source.meta().devices, &opts.devices)?;
+    let wanted = report::resolve_devices(&source.meta().devices, &opts.devices)?;
     let filter = Filter::ALL.devices(wanted).between(from_ns, to_ns);
     let mut agg = Aggregator::new(opts.clone());
     let anomalies = driver::drive(source, filter, &mut agg)?;
-    Ok(model::build(&agg, &anomalies, source))
+    Ok(report::build(&agg, &anomalies, source))
 }
 
 /// Counts by direction.

@@ -267,5 +267,5 @@ fn json_has_the_documented_fields() {
             assert!(!p["latency"][stage][key].is_null(), "latency.{stage}.{key}");
         }
     }
-    assert_eq!(v["schema"], model::SCHEMA);
+    assert_eq!(v["schema"], report::SCHEMA);
 }

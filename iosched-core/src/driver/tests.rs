@@ -142,7 +142,7 @@ fn a_report_fed_beside_another_sink_is_the_report_alone() {
     let mut pair = (Aggregator::new(opts.clone()), Log::default());
     let mut src = source(story());
     let anomalies = drive(&mut src, Filter::ALL, &mut pair).unwrap();
-    let together = analysis::model::build(&pair.0, &anomalies, &src);
+    let together = analysis::report::build(&pair.0, &anomalies, &src);
     let json = |r: &analysis::Report| serde_json::to_string(r).unwrap();
     assert_eq!(json(&together), json(&alone));
     assert_eq!(pair.1.0, heard(story(), Filter::ALL));

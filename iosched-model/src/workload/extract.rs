@@ -149,7 +149,7 @@ pub fn extract(
     let meta = source.meta().clone();
     let wanted = match device {
         Some(d) => Some(
-            iosched_core::analysis::model::resolve_devices(&meta.devices, &[d.to_string()])
+            iosched_core::analysis::report::resolve_devices(&meta.devices, &[d.to_string()])
                 .map_err(|_| WorkloadError::NoSuchDevice(d.to_string()))?
                 .and_then(|v| v.first().copied())
                 .ok_or_else(|| WorkloadError::NoSuchDevice(d.to_string()))?,

@@ -10,7 +10,7 @@ use std::{collections::VecDeque, time::Duration};
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use rustc_hash::FxHashMap;
 
-use iosched_core::{analysis::model::ProcessReport, event::Dev};
+use iosched_core::{analysis::report::ProcessReport, event::Dev};
 
 use super::interval::{DeviceSnapshot, LatencyHist, RecentIo, Snapshot};
 

@@ -1,7 +1,7 @@
 //! Events -> one [`Snapshot`] per interval, with the same code as `report`: one long-lived
 //! pass (a [`Driver`], its timeline) for the whole session, and per interval and device a
 //! fresh [`Aggregator`] whose window is the interval, started from the device's state at the
-//! interval's start. `analysis::model::build` turns each into the report's own data, so an
+//! interval's start. `analysis::report::build` turns each into the report's own data, so an
 //! interval's numbers are what `report --from --to` computes for that window of a recording.
 //!
 //! Owns: time-ordering the captured stream, cutting it into intervals, and the view's extras
@@ -18,11 +18,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 use iosched_core::{
-    analysis::{
-        Aggregator, Options, Report, Window,
-        latency::Stage,
-        model::{self},
-    },
+    analysis::{Aggregator, Options, Report, Window, latency::Stage, report},
     devmap::DevMap,
     driver::{Driver, Filter, TraceSink},
     event::{Dev, Event, EventKind, Note},
@@ -239,7 +235,7 @@ impl LifeSink for Router<'_> {
     }
 }
 
-/// What `model::build` needs to know about the "trace" of one interval.
+/// What `report::build` needs to know about the "trace" of one interval.
 struct IntervalSource {
     meta: TraceMeta,
     processes: BTreeMap<u32, ProcessInfo>,
@@ -429,7 +425,7 @@ impl IntervalBuilder {
                 processes: self.processes.clone(),
                 lost,
             };
-            let report = model::build(&sink.agg, &Anomalies::default(), &source);
+            let report = report::build(&sink.agg, &Anomalies::default(), &source);
             let state = states.get(&dev).cloned().unwrap_or_default();
             let (hist, recent) = sink.take_extras();
             devices.push(DeviceSnapshot {

@@ -497,6 +497,6 @@ fn batch_text_has_a_row_per_process_and_json_keeps_absolute_times() {
     assert_eq!(v["to_ns"], snap.to_ns);
     assert_eq!(
         v["devices"][0]["report"]["schema"],
-        iosched_core::analysis::model::SCHEMA
+        iosched_core::analysis::report::SCHEMA
     );
 }

@@ -7,7 +7,7 @@ use iosched_core::{
     analysis::{
         Report,
         latency::LatencySummary,
-        model::{DeviceReport, DirectionReport, ProcessReport},
+        report::{DeviceReport, DirectionReport, ProcessReport},
         seeks::SeekSummary,
     },
     units::{BytesStyle, human_bytes, human_ns},
