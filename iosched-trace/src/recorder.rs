@@ -415,16 +415,8 @@ impl Sink for BlktraceSink {
 
     fn finish(self: Box<Self>, _: &Stats, _: u64, _: &str) -> anyhow::Result<u64> {
         let summary = self.writer.finish()?;
-        if !summary.skipped.is_empty() {
-            let skipped: Vec<String> = summary
-                .skipped
-                .iter()
-                .map(|(k, n)| format!("{k} {n}"))
-                .collect();
-            eprintln!(
-                "note: not written (blktrace has no action for them): {}",
-                skipped.join(", ")
-            );
+        if let Some(skipped) = summary.skipped_list() {
+            eprintln!("note: not written (blktrace has no action for them): {skipped}");
         }
         Ok(summary.events_written)
     }

@@ -45,6 +45,20 @@ pub struct WriteSummary {
     pub events_written: u64,
 }
 
+impl WriteSummary {
+    /// The events not written, as `kind count, kind count` (`None` when every event was).
+    pub fn skipped_list(&self) -> Option<String> {
+        (!self.skipped.is_empty()).then(|| {
+            let kinds: Vec<String> = self
+                .skipped
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            kinds.join(", ")
+        })
+    }
+}
+
 enum Item {
     Event(Event),
     Note(Note),

@@ -42,16 +42,8 @@ fn to_blktrace(source: &mut dyn TraceSource, args: &ConvertArgs) -> anyhow::Resu
         args.output.display(),
         records.join(", ")
     );
-    if !summary.skipped.is_empty() {
-        let skipped: Vec<String> = summary
-            .skipped
-            .iter()
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
-        eprintln!(
-            "skipped events blktrace has no action for: {}",
-            skipped.join(", ")
-        );
+    if let Some(skipped) = summary.skipped_list() {
+        eprintln!("skipped events blktrace has no action for: {skipped}");
     }
     eprintln!("blktrace files cannot hold:");
     for loss in blktrace::LOSSES {
