@@ -95,6 +95,11 @@ pub trait TraceSource {
     fn events_missing(&self) -> u64 {
         0
     }
+    /// The machine's CPU samples read so far (format 1.5's CPU chunks), in time order; empty
+    /// for formats and recordings without them.
+    fn cpu_samples(&self) -> &[crate::record::CpuSample] {
+        &[]
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -8,6 +8,7 @@
 //! does no tracing and no rendering; `dump` renders, the recorder decides what to write.
 
 mod codec;
+mod host;
 mod order;
 mod reader;
 mod sysfs;
@@ -23,6 +24,7 @@ pub use codec::{
     CHUNK_HEADER_LEN, CHUNK_MAGIC, EVENT_RECORD_SIZE, EVENTS_PREFIX_LEN, FILE_HEADER_LEN,
     FILE_MAGIC, FORMAT_MAJOR, FORMAT_MINOR, MAX_CHUNK_PAYLOAD, chunk_type,
 };
+pub use host::{CpuSample, CpuUse, DEFAULT_COSTS_SOURCE, HostProfile, SchedCost};
 pub use order::{ChunkOrdered, TimeOrdered, Timed};
 pub use reader::{EventRef, RecordingReader};
 pub use sysfs::active_scheduler;
@@ -30,7 +32,7 @@ pub use writer::{DEFAULT_CHUNK_BYTES, DEFAULT_CHUNK_EVENTS, RecordingWriter};
 
 /// Everything known at the start of a recording. Stored as JSON in the HEADER chunk; readers
 /// ignore fields they do not know and default the ones a writer left out.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Header {
     /// `"<major>.<minor>"` of the file format (the writer fills it in).
@@ -54,6 +56,13 @@ pub struct Header {
     pub flag_bits: BTreeMap<String, u32>,
     /// Free-form remarks of the recorder (degraded probes, filters, ...).
     pub notes: Vec<String>,
+    /// CPUs online when the recording started (format 1.5; `None` in older files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub online_cpus: Option<u32>,
+    /// The host's scheduler costs as `calibrate` measured them, copied by the recorder from
+    /// the default profile location (format 1.5; `None` where the host was not calibrated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_profile: Option<HostProfile>,
 }
 
 /// The note a recording made without plug and unplug events carries (`record --no-plugs`).
@@ -90,6 +99,8 @@ impl Header {
                 .map(|&(name, bit)| (name.to_string(), bit))
                 .collect(),
             notes: Vec::new(),
+            online_cpus: None,
+            host_profile: None,
         }
     }
 }
