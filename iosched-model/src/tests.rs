@@ -358,6 +358,8 @@ fn fresh_sequential_readers_lose_to_weight_raising_below_a_large_burst() {
         latency_ns: 200_000.0,
         ns_per_sector: 0.0,
         parallelism: 4,
+        write_latency_ns: None,
+        write_ns_per_sector: None,
     });
     let readers = |n: u32| {
         let mut w = empty_workload((0..n).map(|p| stream(10 + p, "fio", 1)).collect());

@@ -27,6 +27,8 @@ fn flash() -> DeviceModel {
         latency_ns: 1e6,
         ns_per_sector: 0.0,
         parallelism: 8,
+        write_latency_ns: None,
+        write_ns_per_sector: None,
     })
 }
 

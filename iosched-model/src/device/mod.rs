@@ -9,7 +9,10 @@
 //!   dispatched to an idle disk pays it in full. Positioning is a table over log2 distance bins
 //!   (Disk Mimic, Popovici et al., USENIX ATC'03): it needs no geometry and follows whatever
 //!   seek curve and rotation the disk has.
-//! - Non-rotational: `latency + sectors x transfer` on `parallelism` independent servers.
+//! - Non-rotational: `latency + sectors x transfer` on `parallelism` independent servers,
+//!   reads and writes each with their own latency and transfer (flash programs slower than it
+//!   reads; a write cache acknowledges sooner). A request that finds every server busy waits
+//!   for the first free one, so at `n` in flight each takes `service x max(1, n / parallelism)`.
 //!
 //! Fitting uses service times, not D2C: on a device that serves in issue order a request's
 //! service is `C - max(D, previous C)`, so queued requests count too. The latency shows as
@@ -60,9 +63,30 @@ pub struct RotationalModel {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FlashModel {
+    /// A read's fixed time, ns, and its transfer time per sector.
     pub latency_ns: f64,
     pub ns_per_sector: f64,
     pub parallelism: u32,
+    /// A write's, where they differ from a read's (`None`: as a read; profiles before
+    /// writes were fitted apart have neither).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_latency_ns: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_ns_per_sector: Option<f64>,
+}
+
+impl FlashModel {
+    /// Latency and transfer per sector of a read, or of a write.
+    pub fn costs(&self, write: bool) -> (f64, f64) {
+        if write {
+            (
+                self.write_latency_ns.unwrap_or(self.latency_ns),
+                self.write_ns_per_sector.unwrap_or(self.ns_per_sector),
+            )
+        } else {
+            (self.latency_ns, self.ns_per_sector)
+        }
+    }
 }
 
 /// How well the model explains the trace's service times.
@@ -76,6 +100,9 @@ pub struct FitQuality {
     /// (sum predicted - sum observed) / sum observed: the busy time the model would give.
     pub total_error_pct: f64,
     pub notes: Vec<String>,
+    /// Whether the model is a rotational one, and why: the device's behaviour (what seeks
+    /// cost against contiguous requests) or its sysfs flag.
+    pub rotational_basis: String,
     /// Nearly every request waited in the device's queue, which hides the latency
     /// ([`RotationalModel::latency_ns`]): it could not be fitted and [`ASSUMED_LATENCY_NS`]
     /// was assumed, so what a process served alone would see is uncertain by that much per
@@ -121,8 +148,14 @@ impl DeviceModel {
         }
     }
 
-    /// Service time of a request at `sector` after one that ended at `head`.
+    /// Service time of a read at `sector` after a request that ended at `head`.
     pub fn service_ns(&self, head: u64, sector: u64, sectors: u32) -> u64 {
+        self.service_ns_of(head, sector, sectors, false)
+    }
+
+    /// Service time of a read or a write at `sector` after a request that ended at `head`
+    /// (only a flash model tells them apart).
+    pub fn service_ns_of(&self, head: u64, sector: u64, sectors: u32, write: bool) -> u64 {
         let s = f64::from(sectors);
         let t = match self {
             DeviceModel::Rotational(m) => {
@@ -145,7 +178,10 @@ impl DeviceModel {
                     .serve(&mut h, sector << 9, u64::from(sectors) << 9)
                     .as_nanos() as u64;
             }
-            DeviceModel::Flash(f) => f.latency_ns + s * f.ns_per_sector,
+            DeviceModel::Flash(f) => {
+                let (latency, per_sector) = f.costs(write);
+                latency + s * per_sector
+            }
         };
         t.max(1.0) as u64
     }

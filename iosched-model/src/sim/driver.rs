@@ -76,7 +76,9 @@ impl<'a> Sim<'a> {
         let svc = if sectors == 0 {
             0
         } else {
-            let t = self.dev.service_ns(self.head, sector, sectors);
+            let t = self
+                .dev
+                .service_ns_of(self.head, sector, sectors, op.is_write());
             self.head = end;
             t
         };

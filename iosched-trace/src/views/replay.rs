@@ -14,20 +14,42 @@ use iosched_model::{
 
 pub(crate) fn device_line(r: &Replayer) -> String {
     let kind = match &r.device {
-        DeviceModel::Rotational(_) => "rotational, fitted",
-        DeviceModel::Disk { .. } => "rotational, from the profile",
+        DeviceModel::Rotational(_) => "rotational, fitted".to_string(),
+        DeviceModel::Disk { .. } => "rotational, from the profile".to_string(),
         DeviceModel::Flash(f) if r.fit.is_some() => {
-            return format!(
-                "non-rotational, fitted: latency {:.0} µs, {:.0} MB/s, parallelism {}{}",
-                f.latency_ns / 1e3,
-                512.0 / f.ns_per_sector.max(1e-9) * 1e3,
+            let mut s = format!(
+                "non-rotational, fitted: parallelism {}, reads {}",
                 f.parallelism,
-                fit_text(r.fit.as_ref())
+                flash_costs(f.latency_ns, f.ns_per_sector)
             );
+            if let (Some(l), Some(p)) = (f.write_latency_ns, f.write_ns_per_sector) {
+                let _ = write!(s, ", writes {}", flash_costs(l, p));
+            }
+            s
         }
-        DeviceModel::Flash(_) => "non-rotational, from the profile",
+        DeviceModel::Flash(_) => "non-rotational, from the profile".to_string(),
     };
-    format!("{kind}{}", fit_text(r.fit.as_ref()))
+    let basis = r
+        .fit
+        .as_ref()
+        .filter(|q| !q.rotational_basis.is_empty())
+        .map(|q| format!(" ({})", q.rotational_basis))
+        .unwrap_or_default();
+    format!("{kind}{basis}{}", fit_text(r.fit.as_ref()))
+}
+
+/// A flash operation's costs: `80 µs + 1000 MB/s`, or the latency alone where the transfer
+/// was folded into it.
+fn flash_costs(latency_ns: f64, ns_per_sector: f64) -> String {
+    if ns_per_sector > 0.0 {
+        format!(
+            "{:.1} µs + {:.0} MB/s",
+            latency_ns / 1e3,
+            512.0 / ns_per_sector * 1e3
+        )
+    } else {
+        format!("{:.1} µs each", latency_ns / 1e3)
+    }
 }
 
 fn fit_text(fit: Option<&FitQuality>) -> String {

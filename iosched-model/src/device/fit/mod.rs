@@ -14,8 +14,11 @@ mod rotational;
 
 pub use rotational::{ASSUMED_LATENCY_NS, ASSUMED_OVERHEAD_NS};
 
-/// Fits a model to the trace's requests (in issue order). `rotational`: from the device's
-/// sysfs; `None` lets the fit decide (long seeks cost over a millisecond: rotational).
+/// Fits a model to the trace's requests (in issue order). `rotational`: the device's sysfs
+/// flag, which the trace's behaviour overrides where it is clear ([`seek_behaviour`]): a loop
+/// device says rotational=1 whatever backs it, and a RAM disk must not be fitted as a
+/// spinning one. `None` and no clear behaviour: rotational when long seeks cost over a
+/// millisecond in the rotational fit.
 pub fn fit(
     samples: &[ServiceSample],
     rotational: Option<bool>,
@@ -25,19 +28,141 @@ pub fn fit(
     }
     let mut notes = Vec::new();
     let service = fifo_service(samples);
-    let (rot, latency_unseen) = rotational::fit_rotational(samples, &service, &mut notes);
-    let rotational = rotational.unwrap_or_else(|| {
-        let far: Vec<f64> = rot.positioning_ns[20..].iter().flatten().copied().collect();
+    let behaviour = seek_behaviour(samples, &service);
+    let flag = |r: Option<bool>| match r {
+        Some(true) => "sysfs says rotational=1",
+        Some(false) => "sysfs says rotational=0",
+        None => "no sysfs flag",
+    };
+    let (decided, basis) = match (behaviour.verdict(), rotational) {
+        (Some(b), r) => (
+            Some(b),
+            format!("by behaviour: {} ({})", behaviour.text(), flag(r)),
+        ),
+        (None, Some(r)) => (
+            Some(r),
+            format!(
+                "by the sysfs flag (behaviour unclear: {})",
+                behaviour.text()
+            ),
+        ),
+        (None, None) => (
+            None,
+            format!(
+                "by the fitted seek costs (behaviour unclear: {})",
+                behaviour.text()
+            ),
+        ),
+    };
+    let (rot, latency_unseen) = if decided == Some(false) {
+        // Not needed, and its notes (an assumed transfer rate) would not be true of this fit.
+        (None, false)
+    } else {
+        let (rot, unseen) = rotational::fit_rotational(samples, &service, &mut notes);
+        (Some(rot), unseen)
+    };
+    let rotational = decided.unwrap_or_else(|| {
+        let far: Vec<f64> = rot.as_ref().expect("fitted when undecided").positioning_ns[20..]
+            .iter()
+            .flatten()
+            .copied()
+            .collect();
         !far.is_empty() && far.iter().sum::<f64>() / far.len() as f64 > 1e6
     });
-    let model = if rotational {
-        DeviceModel::Rotational(rot)
-    } else {
-        DeviceModel::Flash(flash::fit_flash(samples, &mut notes))
+    let model = match (rotational, rot) {
+        (true, Some(rot)) => DeviceModel::Rotational(rot),
+        _ => DeviceModel::Flash(flash::fit_flash(samples, &mut notes)),
     };
     let mut quality = quality(&model, samples, &service, notes);
     quality.latency_unseen = rotational && latency_unseen;
+    quality.rotational_basis = basis;
     Ok((model, quality))
+}
+
+/// What seeks cost on this device against contiguous requests: their service times in issue
+/// order ([`fifo_service`]), medians.
+#[derive(Clone, Copy, Debug, Default)]
+struct SeekBehaviour {
+    /// Requests starting 8 MiB or more from where the previous one ended.
+    far: usize,
+    far_median_ns: f64,
+    /// Requests starting where the previous one ended, or within 64 KiB.
+    near: usize,
+    near_median_ns: f64,
+}
+
+/// Seeks this far (sectors) are long ones: 8 MiB.
+const FAR_SECTORS: u64 = 1 << 14;
+/// And this near, none: 64 KiB.
+const NEAR_SECTORS: u64 = 1 << 7;
+/// Long seeks needed before the behaviour decides.
+const MIN_FAR: usize = 50;
+
+impl SeekBehaviour {
+    /// Rotational if long seeks take over 1.5 ms, or 1 ms more than near requests; not if
+    /// they take under 0.3 ms and no more than near ones plus 0.2 ms; else unclear.
+    fn verdict(&self) -> Option<bool> {
+        if self.far < MIN_FAR {
+            return None;
+        }
+        let extra = (self.near >= MIN_FAR).then(|| self.far_median_ns - self.near_median_ns);
+        if self.far_median_ns > 1.5e6 || extra.is_some_and(|e| e > 1e6) {
+            Some(true)
+        } else if self.far_median_ns < 0.3e6 && extra.is_none_or(|e| e < 0.2e6) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    fn text(&self) -> String {
+        if self.far < MIN_FAR {
+            return format!(
+                "{} request(s) 8 MiB or more from the previous one",
+                self.far
+            );
+        }
+        let near = if self.near >= MIN_FAR {
+            format!(
+                ", near or contiguous ones {:.2} ms",
+                self.near_median_ns / 1e6
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "requests 8 MiB or more from the previous one took {:.2} ms (median of {}){near}",
+            self.far_median_ns / 1e6,
+            self.far
+        )
+    }
+}
+
+fn seek_behaviour(samples: &[ServiceSample], service: &[Option<u64>]) -> SeekBehaviour {
+    let mut far = Vec::new();
+    let mut near = Vec::new();
+    let mut head: Option<u64> = None;
+    for (s, svc) in samples.iter().zip(service) {
+        if let (Some(h), Some(t)) = (head, svc)
+            && s.sectors > 0
+        {
+            let dist = s.sector.abs_diff(h);
+            if dist >= FAR_SECTORS {
+                far.push(*t as f64);
+            } else if dist <= NEAR_SECTORS {
+                near.push(*t as f64);
+            }
+        }
+        if s.sectors > 0 {
+            head = Some(s.sector + u64::from(s.sectors));
+        }
+    }
+    SeekBehaviour {
+        far: far.len(),
+        far_median_ns: median(&mut far).unwrap_or(0.0),
+        near: near.len(),
+        near_median_ns: median(&mut near).unwrap_or(0.0),
+    }
 }
 
 /// Service time of each sample on a device that serves in issue order: from the later of
@@ -123,7 +248,7 @@ fn quality(
         if let (Some(h), Some(obs)) = (head, observed) {
             let pred = match model {
                 DeviceModel::Flash(f) => {
-                    model.service_ns(h, s.sector, s.sectors) as f64
+                    model.service_ns_of(h, s.sector, s.sectors, s.write) as f64
                         * (f64::from(s.depth_at_d) / f64::from(f.parallelism)).max(1.0)
                 }
                 _ => {
@@ -169,6 +294,7 @@ fn quality(
         },
         notes,
         latency_unseen: false,
+        rotational_basis: String::new(),
     }
 }
 
