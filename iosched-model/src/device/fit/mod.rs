@@ -105,7 +105,7 @@ impl SeekBehaviour {
         if self.far < MIN_FAR {
             return None;
         }
-        let extra = (self.near >= MIN_FAR).then(|| self.far_median_ns - self.near_median_ns);
+        let extra = (self.near >= MIN_FAR).then_some(self.far_median_ns - self.near_median_ns);
         if self.far_median_ns > 1.5e6 || extra.is_some_and(|e| e > 1e6) {
             Some(true)
         } else if self.far_median_ns < 0.3e6 && extra.is_none_or(|e| e < 0.2e6) {
