@@ -608,6 +608,8 @@ mod tests {
             max_in_driver: 1,
             merges: Default::default(),
             throttle: Default::default(),
+            cpu: None,
+            host_profile: None,
         }
     }
 

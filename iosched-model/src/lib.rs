@@ -26,8 +26,10 @@ mod agenda;
 pub mod bfqcheck;
 pub mod bfqlog;
 pub mod continuation;
+pub mod cpu;
 pub mod device;
 pub mod explain;
+pub mod model_check;
 pub mod replay;
 pub mod scenarios;
 pub mod sched;
@@ -36,6 +38,8 @@ pub mod storm;
 pub mod throttle;
 pub mod workload;
 
+#[cfg(test)]
+mod cpu_tests;
 #[cfg(test)]
 mod deadline_prio_tests;
 #[cfg(test)]

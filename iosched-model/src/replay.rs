@@ -17,6 +17,7 @@ use iosched_core::{
 use super::{
     bfqlog::DispatchPoint,
     continuation,
+    cpu::{CpuCharge, CpuModel, ProfileSource},
     device::{self, DeviceModel, FitQuality},
     sched::{
         self, Decided, Decision, ExpireReason, IdleOutcome, IdleReason, SchedEnv, SchedKind,
@@ -87,6 +88,8 @@ pub struct Replayer {
     /// The recording's requests through the scheduler, for the trace-driven decision check
     /// ([`Replayer::load_recorded_requests`]; empty without BFQ notes).
     pub recorded_requests: Vec<super::bfqcheck::RecordedRq>,
+    /// The machine's CPUs and the schedulers' costs on it ([`crate::cpu`]).
+    pub cpu: CpuModel,
 }
 
 /// What one run predicts.
@@ -106,6 +109,9 @@ pub struct Run {
     pub decision_check: Option<super::bfqcheck::DecisionCheck>,
     /// Time-bounded processes continued past their recorded bios ([`continuation`]).
     pub continued: Option<ContinuedNote>,
+    /// The scheduler's CPU cost charged against the machine's CPUs and its lock
+    /// ([`crate::cpu`]); `None` for runs that are not charged (speed measurements).
+    pub cpu: Option<CpuCharge>,
 }
 
 /// What a run continued ([`continuation`]).
@@ -339,6 +345,20 @@ impl Replayer {
             max_budget_start: None,
         };
         let recorded_scheduler = w.device.scheduler.clone();
+        let (profile, source) = match &w.host_profile {
+            Some(p) => (p.clone(), ProfileSource::Recording),
+            None => (
+                iosched_core::record::HostProfile::defaults(),
+                ProfileSource::Defaults,
+            ),
+        };
+        let cpu = CpuModel::new(
+            profile,
+            source,
+            w.cpu,
+            w.service.len() as u64,
+            recorded_scheduler.as_deref(),
+        );
         Ok(Replayer {
             workload: w,
             device,
@@ -347,7 +367,24 @@ impl Replayer {
             recorded_scheduler,
             notes: Vec::new(),
             recorded_requests: Vec::new(),
+            cpu,
         })
+    }
+
+    /// Charges the schedulers' costs from `profile` instead (`--host-profile`, or the
+    /// host's default profile).
+    pub fn set_host_profile(
+        &mut self,
+        profile: iosched_core::record::HostProfile,
+        source: ProfileSource,
+    ) {
+        self.cpu = CpuModel::new(
+            profile,
+            source,
+            self.workload.cpu,
+            self.workload.service.len() as u64,
+            self.recorded_scheduler.as_deref(),
+        );
     }
 
     /// The same workload on another device model (a what-if on the device itself).
@@ -365,6 +402,7 @@ impl Replayer {
             recorded_scheduler: self.recorded_scheduler.clone(),
             notes: self.notes.clone(),
             recorded_requests: self.recorded_requests.clone(),
+            cpu: self.cpu.clone(),
         }
     }
 
@@ -389,6 +427,7 @@ impl Replayer {
             recorded_scheduler: self.recorded_scheduler.clone(),
             notes: self.notes.clone(),
             recorded_requests: self.recorded_requests.clone(),
+            cpu: self.cpu.clone(),
         }
     }
 
@@ -532,13 +571,37 @@ impl Replayer {
         })
     }
 
-    /// Replays under `cfg`.
+    /// Replays under `cfg`, its scheduler's CPU cost charged ([`crate::cpu`]): where the
+    /// machine's CPUs or the scheduler's lock cannot keep up with the simulated rate, the
+    /// workload and the device are replayed again, stretched until they can.
     pub fn run(&self, cfg: &Config) -> Result<Run, ReplayError> {
+        let run = self.run_simulated(cfg)?;
+        let charge = self
+            .cpu
+            .charge(cfg.sched, run.summary.iops, self.workload.kyber_domains());
+        let mut run = if charge.stretches() {
+            self.stretched(charge.stretch).run_simulated(cfg)?
+        } else {
+            run
+        };
+        run.cpu = Some(charge);
+        Ok(run)
+    }
+
+    /// The same workload on the same device with every interval `f` times as long.
+    fn stretched(&self, f: f64) -> Replayer {
+        let mut r = self.on_device(self.device.stretched(f));
+        r.workload = self.workload.stretched(f);
+        r
+    }
+
+    /// Replays under `cfg` as the simulator times it, no CPU charged.
+    fn run_simulated(&self, cfg: &Config) -> Result<Run, ReplayError> {
         if let Some(ioprio) = cfg.settings.ioprio("ioprio")? {
             let every: Vec<u32> = (0..self.workload.streams.len() as u32).collect();
             let mut plain = cfg.clone();
             let spelt = plain.settings.0.remove("ioprio").expect("read above");
-            let mut run = self.with_ioprio(&every, ioprio).run(&plain)?;
+            let mut run = self.with_ioprio(&every, ioprio).run_simulated(&plain)?;
             run.config.settings.0.insert("ioprio".into(), spelt);
             return Ok(run);
         }
@@ -589,6 +652,7 @@ impl Replayer {
             log_comparison,
             decision_check,
             continued,
+            cpu: None,
             config: Config {
                 settings,
                 ..cfg.clone()

@@ -143,6 +143,8 @@ pub fn empty(streams: Vec<Stream>) -> Workload {
         max_in_driver: 1,
         merges: Default::default(),
         throttle: Default::default(),
+        cpu: None,
+        host_profile: None,
     }
 }
 

@@ -189,9 +189,9 @@ fn a_storm_the_replay_stays_out_of_is_inferred_from_the_trace() {
     let (_, e) = recorded_as_bfq_and_explained(&readers(THINK_NS, 0), None);
     // The premise: the model's replay streams (no storm), the recording does not.
     assert!(
-        e.self_check.model_mb_s > 2.0 * e.self_check.recorded_mb_s,
+        e.model_check.replayed.mb_per_s > 2.0 * e.model_check.recorded.mb_per_s,
         "{:?}",
-        e.self_check
+        e.model_check
     );
     let f = storm_finding(&e).unwrap_or_else(|| panic!("{:#?}", e.findings));
     let evidence = storm_evidence(f);
@@ -216,13 +216,13 @@ fn a_storm_the_replay_stays_out_of_is_inferred_from_the_trace() {
     let est = f.estimate.as_ref().unwrap();
     assert_eq!(est.what_if, Fix::OutOfTheStorm);
     assert!(
-        (est.predicted_mb_s - e.self_check.model_mb_s).abs() < 1e-9,
+        (est.predicted_mb_s - e.model_check.replayed.mb_per_s).abs() < 1e-9,
         "{est:?}"
     );
     // Outside the storm A streams alone: far faster than in it, and than the whole run.
     let other = est.range_end.as_ref().unwrap();
     assert!(
-        other.predicted_mb_s > 2.0 * e.self_check.recorded_mb_s,
+        other.predicted_mb_s > 2.0 * e.model_check.recorded.mb_per_s,
         "{other:?}"
     );
 }

@@ -92,6 +92,12 @@ pub struct ReplayArgs {
     /// A device model (JSON) instead of the one fitted from the trace.
     #[arg(long, value_name = "FILE")]
     pub device_profile: Option<PathBuf>,
+    /// Scheduler costs of the host the recording was made on (`iosched-trace calibrate`
+    /// writes one). Default: the profile in the recording, else this host's
+    /// /var/lib/iosched-trace/host-profile.json if the recording was made here, else the
+    /// documented defaults (BFQ 1.9 µs, mq-deadline 0.7 µs per request)
+    #[arg(long, value_name = "FILE")]
+    pub host_profile: Option<PathBuf>,
     /// Print the model's first N decisions (BFQ, CFQ: in-service switches, idling and why,
     /// expirations, injections, CFQ's slices).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -111,6 +117,12 @@ pub struct ExplainArgs {
     /// A device model (JSON) instead of the one fitted from the trace.
     #[arg(long, value_name = "FILE")]
     pub device_profile: Option<PathBuf>,
+    /// Scheduler costs of the host the recording was made on (`iosched-trace calibrate`
+    /// writes one). Default: the profile in the recording, else this host's
+    /// /var/lib/iosched-trace/host-profile.json if the recording was made here, else the
+    /// documented defaults (BFQ 1.9 µs, mq-deadline 0.7 µs per request)
+    #[arg(long, value_name = "FILE")]
+    pub host_profile: Option<PathBuf>,
     /// One JSON document instead of text.
     #[arg(long)]
     pub json: bool,

@@ -186,6 +186,40 @@ impl DeviceModel {
         t.max(1.0) as u64
     }
 
+    /// The same device with every time `f` times as long ([`crate::cpu`]: a loop device's
+    /// service is its worker's CPU time, which a saturated machine stretches).
+    pub fn stretched(&self, f: f64) -> DeviceModel {
+        match self {
+            DeviceModel::Rotational(m) => DeviceModel::Rotational(RotationalModel {
+                overhead_ns: m.overhead_ns * f,
+                ns_per_sector: m.ns_per_sector * f,
+                positioning_ns: m.positioning_ns.iter().map(|p| p.map(|v| v * f)).collect(),
+                latency_ns: m.latency_ns * f,
+            }),
+            DeviceModel::Disk {
+                params,
+                capacity_bytes,
+            } => DeviceModel::Disk {
+                params: iosched_disk::DiskParams {
+                    rpm: params.rpm / f,
+                    transfer_mb_s: params.transfer_mb_s / f,
+                    overhead_us: params.overhead_us * f,
+                    seek_min_ms: params.seek_min_ms * f,
+                    seek_max_ms: params.seek_max_ms * f,
+                    ..params.clone()
+                },
+                capacity_bytes: *capacity_bytes,
+            },
+            DeviceModel::Flash(m) => DeviceModel::Flash(FlashModel {
+                latency_ns: m.latency_ns * f,
+                ns_per_sector: m.ns_per_sector * f,
+                parallelism: m.parallelism,
+                write_latency_ns: m.write_latency_ns.map(|v| v * f),
+                write_ns_per_sector: m.write_ns_per_sector.map(|v| v * f),
+            }),
+        }
+    }
+
     /// Sequential bandwidth in sectors per second (BFQ's peak rate, budgets).
     pub fn peak_sectors_per_sec(&self) -> f64 {
         let per_sector = match self {

@@ -21,6 +21,7 @@ pub mod other_scheduler;
 pub mod parts;
 pub mod preemption_storm;
 mod runner;
+pub mod sched_cost;
 pub mod seek_bound;
 pub mod slices_too_long;
 pub mod throttling;
@@ -28,13 +29,12 @@ pub mod waker_handled;
 pub mod wbt;
 pub mod weight_raising;
 
-use serde::Serialize;
-
 use iosched_core::analysis::Report;
 
 pub use parts::{AloneBy, Cause, Estimate, Fix, LatencyEstimate, OtherEnd, RangeBasis, RangeEnd};
 
 use super::{
+    model_check::ModelCheck,
     replay::{self, ReplayError, Replayer, Summary},
     sched::{Decision, InjectWhy},
 };
@@ -57,6 +57,7 @@ const DIAGNOSES: &[&dyn Diagnosis] = &[
     &wbt::Wbt,
     &kyber::Kyber,
     &seek_bound::SeekBound,
+    &sched_cost::SchedCost,
     &other_scheduler::OtherScheduler,
 ];
 
@@ -65,8 +66,9 @@ pub struct Explanation {
     pub device: String,
     pub scheduler: Option<String>,
     pub kernel: u32,
-    /// How well the replay of the recorded configuration reproduces the recording.
-    pub self_check: SelfCheck,
+    /// How well the replay of the recorded configuration reproduces the recording: where
+    /// it does not, every estimate is unreliable ([`Verdict::Unreliable`]).
+    pub model_check: ModelCheck,
     pub findings: Vec<Finding>,
     pub verdict: Verdict,
     /// Time-bounded processes the replays continued to their end (the what-ifs compare
@@ -76,16 +78,6 @@ pub struct Explanation {
     pub throttling: super::throttle::Throttling,
     /// Replays explain ran: each distinct what-if once, the replay as recorded included.
     pub replays: usize,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct SelfCheck {
-    pub recorded_mb_s: f64,
-    pub model_mb_s: f64,
-    pub recorded_q2c_ms: f64,
-    pub model_q2c_ms: f64,
-    pub fit_r2: Option<f64>,
-    pub fit_mean_abs_error_pct: Option<f64>,
 }
 
 /// What the findings come to.
@@ -100,6 +92,9 @@ pub enum Verdict {
     WakerInjected,
     /// Nothing is wrong: no what-if gains [`MIN_EFFECT_PCT`].
     NoGain,
+    /// The model does not reproduce the recording ([`ModelCheck`]): its findings (this
+    /// many) are guesses, and "nothing is wrong" is not a conclusion it can draw.
+    Unreliable(usize),
 }
 
 /// Explains the recorded scheduler's behaviour on `r`'s workload. `recorded`: the
@@ -135,7 +130,10 @@ pub fn explain(
             }
         )
     });
-    let verdict = if significant > 0 {
+    let model_check = crate::model_check::check(r, recorded, base);
+    let verdict = if !model_check.reproduces() {
+        Verdict::Unreliable(significant)
+    } else if significant > 0 {
         Verdict::Findings(significant)
     } else if findings.iter().any(|f| f.cause == Cause::WakerHandled) {
         Verdict::WakerHandled
@@ -150,14 +148,7 @@ pub fn explain(
         device: w.device.name.clone(),
         scheduler: r.recorded_scheduler.clone(),
         kernel: r.env.kernel,
-        self_check: SelfCheck {
-            recorded_mb_s: recorded.mb_per_s,
-            model_mb_s: base.summary.mb_per_s,
-            recorded_q2c_ms: recorded.q2c_mean_ms,
-            model_q2c_ms: base.summary.q2c_mean_ms,
-            fit_r2: r.fit.as_ref().map(|f| f.r2),
-            fit_mean_abs_error_pct: r.fit.as_ref().map(|f| f.mean_abs_error_pct),
-        },
+        model_check,
         findings,
         verdict,
         throttling: w.throttle.clone(),
@@ -212,6 +203,7 @@ pub enum Claim {
     Wbt(wbt::Claim),
     Kyber(kyber::Claim),
     SeekBound(seek_bound::Claim),
+    SchedCost(sched_cost::Claim),
     OtherScheduler(other_scheduler::Claim),
 }
 
@@ -230,6 +222,7 @@ pub enum Evidence {
     /// What wbt and Kyber throttling share.
     Throttling(throttling::Evidence),
     SeekBound(seek_bound::Evidence),
+    SchedCost(sched_cost::Evidence),
     OtherScheduler(other_scheduler::Evidence),
     /// An estimate's other end where the recording hid the per-request latency.
     OtherEnd(OtherEnd),
@@ -262,6 +255,7 @@ wraps! {
     Wbt: wbt::Claim, wbt::Evidence;
     Kyber: kyber::Claim, kyber::Evidence;
     SeekBound: seek_bound::Claim, seek_bound::Evidence;
+    SchedCost: sched_cost::Claim, sched_cost::Evidence;
     OtherScheduler: other_scheduler::Claim, other_scheduler::Evidence;
 }
 

@@ -65,7 +65,11 @@ impl Diagnosis for OtherScheduler {
             .unwrap_or_default()
     }
 
-    fn judge(&self, cx: &Context, runs: &Runs, _: &[Finding]) -> Vec<Finding> {
+    fn judge(&self, cx: &Context, runs: &Runs, earlier: &[Finding]) -> Vec<Finding> {
+        // The scheduler's own cost already names the cheaper scheduler and why.
+        if earlier.iter().any(|f| f.cause == Cause::SchedulerCost) {
+            return Vec::new();
+        }
         let Some(alt) = cited(cx, runs) else {
             return Vec::new();
         };

@@ -29,6 +29,7 @@ pub enum Cause {
     KyberThrottling,
     KyberThrottlingPays,
     SeekBound,
+    SchedulerCost,
     OtherScheduler,
 }
 
@@ -49,6 +50,7 @@ impl Cause {
             Cause::KyberThrottling => "kyber_throttling",
             Cause::KyberThrottlingPays => "kyber_throttling_pays",
             Cause::SeekBound => "seek_bound",
+            Cause::SchedulerCost => "scheduler_cost",
             Cause::OtherScheduler => "other_scheduler",
         }
     }

@@ -220,6 +220,8 @@ pub fn extract(
     w.service = service;
     w.max_in_driver = collect.max_in_driver;
     w.kernel_release = meta.kernel_release.clone();
+    w.cpu = iosched_core::record::CpuUse::between(source.cpu_samples(), w.start_ns, w.end_ns);
+    w.host_profile = source.header().and_then(|h| h.host_profile.clone());
     Ok(w)
 }
 

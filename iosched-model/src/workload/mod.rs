@@ -214,6 +214,11 @@ pub struct Workload {
     pub merges: MergeEvidence,
     /// What the trace shows of wbt and Kyber throttling.
     pub throttle: super::throttle::Throttling,
+    /// The machine's CPU use over the workload's span (format 1.5's CPU samples; `None`
+    /// in older recordings and other formats).
+    pub cpu: Option<iosched_core::record::CpuUse>,
+    /// The host's scheduler costs the recorder copied into the header (`calibrate`).
+    pub host_profile: Option<iosched_core::record::HostProfile>,
 }
 
 /// A recorded scheduler wakeup ([`EventKind::Wakeup`](iosched_core::event::EventKind::Wakeup)).
@@ -230,6 +235,47 @@ pub fn is_sync(op: Op, flags: ReqFlags) -> bool {
 }
 
 impl Workload {
+    /// The same workload with every interval of its own `f` times as long: trigger delays
+    /// (think times, a bio's follow-on after its predecessor's Q), open-loop arrival times
+    /// and mean think times. What a machine whose CPUs are the bottleneck does to a workload
+    /// that needs more of them ([`crate::cpu`]). Time bounds of time-bounded processes (fio
+    /// `--runtime`) stay: they are wall-clock.
+    pub fn stretched(&self, f: f64) -> Workload {
+        let scale = |ns: u64| (ns as f64 * f).round() as u64;
+        let mut w = self.clone();
+        for io in &mut w.ios {
+            io.trigger = match io.trigger {
+                Trigger::At(t) => Trigger::At(scale(t)),
+                Trigger::AfterQueue { io, delay } => Trigger::AfterQueue {
+                    io,
+                    delay: scale(delay),
+                },
+                Trigger::AfterCompletion { io, delay } => Trigger::AfterCompletion {
+                    io,
+                    delay: scale(delay),
+                },
+            };
+        }
+        for s in &mut w.streams {
+            s.think_mean_ns *= f;
+        }
+        w
+    }
+
+    /// Kyber's scheduling domains the workload uses (reads, writes, other).
+    pub fn kyber_domains(&self) -> u32 {
+        let mut seen = [false; 3];
+        for io in &self.ios {
+            let d = match io.op {
+                Op::Read => 0,
+                Op::Write => 1,
+                _ => 2,
+            };
+            seen[d] = true;
+        }
+        seen.iter().filter(|s| **s).count() as u32
+    }
+
     /// Stream display name, as `comm(pid)`.
     pub fn stream_name(&self, s: u32) -> String {
         let st = &self.streams[s as usize];

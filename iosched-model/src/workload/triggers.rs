@@ -362,6 +362,8 @@ pub fn from_bios_and_wakeups(
             wbt,
             ..Default::default()
         },
+        cpu: None,
+        host_profile: None,
     }
 }
 

@@ -10,6 +10,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
         &args.file,
         args.device.as_deref(),
         args.device_profile.as_deref(),
+        args.host_profile.as_deref(),
     )?;
     let e = iosched_model::explain::explain(&r, &recorded, &report)?;
     let text = if args.json {

@@ -4,9 +4,11 @@
 use std::{path::Path, process::ExitCode};
 
 use anyhow::Context;
-use iosched_core::{analysis, trace_file};
+use iosched_core::{analysis, record::HostProfile, trace_file};
 use iosched_model::{
+    cpu::ProfileSource,
     device::DeviceModel,
+    model_check::{self, ModelCheck},
     replay::{self, Replayer, Summary},
     sched::Settings,
 };
@@ -19,6 +21,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         &args.file,
         args.device.as_deref(),
         args.device_profile.as_deref(),
+        args.host_profile.as_deref(),
     )?;
     let specs: Vec<String> = if !args.compare.is_empty() {
         args.compare.clone()
@@ -39,12 +42,15 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("replaying under {spec}"))?,
         );
     }
+    let check = self_check(&r, &recorded, &specs, &extra, &runs)?;
     let text = if args.json {
         let doc = serde_json::json!({
             "schema": "iosched-trace-replay/1",
             "device": r.workload.device.name,
             "device_model": r.device,
             "fit": r.fit,
+            "model_check": check,
+            "cpu": r.cpu,
             "workload": r.workload.streams,
             "recorded": recorded,
             "runs": runs,
@@ -53,10 +59,35 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         s.push('\n');
         s
     } else {
-        crate::views::replay::render_replay(&r, &recorded, &runs, args.decisions)
+        crate::views::replay::render_replay(&r, &recorded, &runs, check.as_ref(), args.decisions)
     };
     super::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The model's check of itself ([`model_check`]): the run of the recorded configuration
+/// among `runs` (a spec naming the recorded scheduler with no settings of its own), else one
+/// more run. `None` when the trace does not say which scheduler it was recorded under.
+fn self_check(
+    r: &Replayer,
+    recorded: &Summary,
+    specs: &[String],
+    extra: &Settings,
+    runs: &[replay::Run],
+) -> anyhow::Result<Option<ModelCheck>> {
+    let Some(cfg) = r.recorded_config() else {
+        return Ok(None);
+    };
+    let reused = specs
+        .iter()
+        .position(|s| s.trim() == cfg.sched.name())
+        .filter(|_| extra.0.is_empty())
+        .map(|i| &runs[i]);
+    let base = match reused {
+        Some(run) => run.clone(),
+        None => r.run(&cfg).context("replaying as recorded")?,
+    };
+    Ok(Some(model_check::check(r, recorded, &base)))
 }
 
 /// The workload of one device of a trace, ready to replay, and the recording's own numbers
@@ -73,12 +104,66 @@ pub(super) fn replayer_for(
     file: &Path,
     device: Option<&str>,
     profile: Option<&Path>,
+    host_profile: Option<&Path>,
 ) -> anyhow::Result<(Replayer, Summary, analysis::Report)> {
     let profile = profile.map(DeviceModel::load).transpose()?;
     let mut source = trace_file::open(file)?;
     let mut r = Replayer::from_source(source.as_mut(), device, profile)?;
+    let recorded_on = source.header().map(|h| h.host.clone());
+    choose_host_profile(&mut r, host_profile, recorded_on.as_deref())?;
     r.load_recorded_requests(trace_file::open(file)?.as_mut())?;
     let mut again = trace_file::open(file)?;
     let (recorded, report) = replay::recorded_summary(again.as_mut(), &r.workload)?;
     Ok((r, recorded, report))
+}
+
+/// Where the schedulers' costs come from ([`ProfileSource`]): `--host-profile`, else the one
+/// in the recording, else this host's default profile when the recording was made on this
+/// host, else the documented defaults.
+fn choose_host_profile(
+    r: &mut Replayer,
+    given: Option<&Path>,
+    recorded_on: Option<&str>,
+) -> anyhow::Result<()> {
+    if let Some(path) = given {
+        let p = load_host_profile(path)?;
+        r.set_host_profile(p, ProfileSource::Given(path.display().to_string()));
+        return Ok(());
+    }
+    if r.cpu.profile_source == ProfileSource::Recording {
+        return Ok(());
+    }
+    let default = Path::new(DEFAULT_HOST_PROFILE);
+    if default.exists() {
+        // Another host's costs say nothing of the one the recording was made on.
+        if let Ok(p) = load_host_profile(default)
+            && recorded_on.is_some_and(|h| h == p.host)
+        {
+            r.set_host_profile(p, ProfileSource::HostDefault(DEFAULT_HOST_PROFILE.into()));
+        }
+    }
+    Ok(())
+}
+
+/// Where `calibrate` writes the host's profile and `record` looks for it.
+pub const DEFAULT_HOST_PROFILE: &str = "/var/lib/iosched-trace/host-profile.json";
+
+/// A host profile file, checked.
+pub fn load_host_profile(path: &Path) -> anyhow::Result<HostProfile> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the host profile {}", path.display()))?;
+    let p: HostProfile = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a host profile", path.display()))?;
+    anyhow::ensure!(
+        !p.schedulers.is_empty()
+            && p.schedulers
+                .values()
+                .all(|c| c.cpu_ns_per_request.is_finite()
+                    && c.cpu_ns_per_request >= 0.0
+                    && c.serial_ns_per_request.is_finite()
+                    && c.serial_ns_per_request >= 0.0),
+        "{}: a host profile needs schedulers with finite costs >= 0",
+        path.display()
+    );
+    Ok(p)
 }

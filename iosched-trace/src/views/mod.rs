@@ -17,5 +17,6 @@
 
 pub mod dump;
 pub mod explain;
+pub mod model_check;
 pub mod replay;
 pub mod report;

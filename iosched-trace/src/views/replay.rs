@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use iosched_model::{
     device::{DeviceModel, FitQuality},
+    model_check::ModelCheck,
     replay::{ContinuedNote, Replayer, Run, Summary},
     sched::Decided,
     workload::StreamKind,
@@ -122,8 +123,17 @@ fn row(out: &mut String, label: &str, values: &[String]) {
 }
 
 /// `replay`'s text: the recording, then each run.
-pub fn render_replay(r: &Replayer, recorded: &Summary, runs: &[Run], decisions: usize) -> String {
+pub fn render_replay(
+    r: &Replayer,
+    recorded: &Summary,
+    runs: &[Run],
+    check: Option<&ModelCheck>,
+    decisions: usize,
+) -> String {
     let mut out = String::new();
+    if let Some(c) = check {
+        let _ = writeln!(out, "{}", super::model_check::check_line(c));
+    }
     let w = &r.workload;
     let _ = writeln!(
         out,
@@ -136,6 +146,7 @@ pub fn render_replay(r: &Replayer, recorded: &Summary, runs: &[Run], decisions: 
         r.env.kernel / 1000,
         r.env.kernel % 1000
     );
+    let _ = writeln!(out, "{}", super::model_check::cpu_line(&r.cpu));
     let _ = writeln!(out, "workload: {} processes", w.streams.len());
     for l in workload_lines(r) {
         let _ = writeln!(out, "{l}");
@@ -183,6 +194,18 @@ pub fn render_replay(r: &Replayer, recorded: &Summary, runs: &[Run], decisions: 
             s.process(pid)
                 .map_or("-".into(), |p| format!("{:.2}", p.q2c_mean_ms))
         });
+    }
+    let charged: Vec<String> = runs
+        .iter()
+        .filter_map(|run| {
+            super::model_check::charge_line(&shorten(&run.config.label), run.cpu.as_ref()?)
+        })
+        .collect();
+    if !charged.is_empty() {
+        out.push('\n');
+        for l in charged {
+            let _ = writeln!(out, "{l}");
+        }
     }
     let continued: Vec<String> = runs
         .iter()

@@ -12,6 +12,7 @@ mod kyber;
 mod missing_merges;
 mod other_scheduler;
 mod preemption_storm;
+mod sched_cost;
 mod seek_bound;
 mod slices_too_long;
 mod throttling;
@@ -24,22 +25,32 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use iosched_model::{
+    cpu::CpuModel,
     explain::{
         AloneBy, Claim, Estimate, Evidence, Explanation, Finding, Fix, LatencyEstimate, OtherEnd,
-        RangeBasis, SelfCheck, Verdict,
+        RangeBasis, Verdict,
     },
+    model_check::ModelCheck,
     replay::{ContinuedNote, Replayer},
     sched::IdleReason,
     throttle::Throttling,
     workload::Workload,
 };
 
-use crate::views::replay::{continued_text, device_line, workload_lines};
+use crate::views::{
+    model_check::{check_line, cpu_line},
+    replay::{continued_text, device_line, workload_lines},
+};
 
 /// `explain`'s text.
 pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
     let w = &r.workload;
     let mut out = String::new();
+    let reliable = e.model_check.reproduces();
+    if !reliable {
+        // First: nothing below stands without the model.
+        let _ = writeln!(out, "{}", check_line(&e.model_check));
+    }
     let _ = writeln!(
         out,
         "device {}, recorded under {}, kernel {}.{}",
@@ -49,13 +60,10 @@ pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
         e.kernel % 1000
     );
     let _ = writeln!(out, "device model: {}", device_line(r));
-    let s = &e.self_check;
-    let _ = writeln!(
-        out,
-        "model check: replaying as recorded gives {:.3} MB/s (recorded {:.3}), Q2C {:.2} ms \
-         (recorded {:.2})",
-        s.model_mb_s, s.recorded_mb_s, s.model_q2c_ms, s.recorded_q2c_ms
-    );
+    if reliable {
+        let _ = writeln!(out, "{}", check_line(&e.model_check));
+    }
+    let _ = writeln!(out, "{}", cpu_line(&r.cpu));
     let _ = writeln!(out, "workload:");
     for l in workload_lines(r) {
         let _ = writeln!(out, "{l}");
@@ -77,10 +85,15 @@ pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
         for ev in &f.evidence {
             let _ = writeln!(out, "     - {}", evidence_text(w, ev));
         }
+        let mark = if reliable {
+            ""
+        } else {
+            " (unreliable: the model does not reproduce the recording)"
+        };
         if let Some(est) = &f.estimate {
             let _ = writeln!(
                 out,
-                "     => with {}: {:.3} MB/s instead of {:.3} ({:+.0}%)",
+                "     => with {}: {:.3} MB/s instead of {:.3} ({:+.0}%){mark}",
                 fix_text(w, &est.what_if),
                 est.predicted_mb_s,
                 est.measured_mb_s,
@@ -91,7 +104,7 @@ pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
         for est in &f.alternatives {
             let _ = writeln!(
                 out,
-                "     => or with {}: {:.3} MB/s ({:+.0}%)",
+                "     => or with {}: {:.3} MB/s ({:+.0}%){mark}",
                 fix_text(w, &est.what_if),
                 est.predicted_mb_s,
                 est.change_pct
@@ -122,7 +135,8 @@ pub struct ExplanationJson<'a> {
     device: &'a str,
     scheduler: Option<&'a str>,
     kernel: u32,
-    self_check: &'a SelfCheck,
+    model_check: &'a ModelCheck,
+    cpu: &'a CpuModel,
     findings: Vec<FindingJson<'a>>,
     verdict: String,
     continued: Option<&'a ContinuedNote>,
@@ -147,6 +161,8 @@ struct EstimateJson {
     measured_mb_s: f64,
     predicted_mb_s: f64,
     change_pct: f64,
+    /// False where the model does not reproduce the recording ([`ModelCheck`]).
+    reliable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     range_end: Option<RangeEndJson>,
 }
@@ -159,9 +175,11 @@ struct RangeEndJson {
 }
 
 /// `e` as `explain --json` gives it.
-pub fn explain_json<'a>(r: &Replayer, e: &'a Explanation) -> ExplanationJson<'a> {
+pub fn explain_json<'a>(r: &'a Replayer, e: &'a Explanation) -> ExplanationJson<'a> {
     let w = &r.workload;
+    let reliable = e.model_check.reproduces();
     let estimate = |est: &Estimate| EstimateJson {
+        reliable,
         what_if: fix_text(w, &est.what_if),
         measured_mb_s: est.measured_mb_s,
         predicted_mb_s: est.predicted_mb_s,
@@ -176,7 +194,8 @@ pub fn explain_json<'a>(r: &Replayer, e: &'a Explanation) -> ExplanationJson<'a>
         device: &e.device,
         scheduler: e.scheduler.as_deref(),
         kernel: e.kernel,
-        self_check: &e.self_check,
+        model_check: &e.model_check,
+        cpu: &r.cpu,
         findings: e
             .findings
             .iter()
@@ -210,6 +229,11 @@ fn verdict_text(v: Verdict) -> String {
         Verdict::NoGain => "nothing is wrong: no change of scheduler or tunable the model tried \
                             would gain 10% or more"
             .to_string(),
+        Verdict::Unreliable(n) => format!(
+            "no conclusion: the model does not reproduce this recording (see the first line), so \
+             it cannot say what is wrong or that nothing is; {n} finding(s) above are its \
+             unreliable guesses"
+        ),
     }
 }
 
@@ -273,6 +297,7 @@ fn claim_text(w: &Workload, f: &Finding) -> String {
         Claim::Wbt(c) => wbt::claim(c),
         Claim::Kyber(c) => kyber::claim(c),
         Claim::SeekBound(c) => seek_bound::claim(c),
+        Claim::SchedCost(c) => sched_cost::claim(c),
         Claim::OtherScheduler(c) => other_scheduler::claim(c),
     }
 }
@@ -291,6 +316,7 @@ fn evidence_text(w: &Workload, ev: &Evidence) -> String {
         Evidence::Kyber(e) => kyber::evidence(e),
         Evidence::Throttling(e) => throttling::evidence(e),
         Evidence::SeekBound(e) => seek_bound::evidence(e),
+        Evidence::SchedCost(e) => sched_cost::evidence(e),
         Evidence::OtherScheduler(e) => other_scheduler::evidence(e),
         Evidence::OtherEnd(e) => other_end_text(e),
     }

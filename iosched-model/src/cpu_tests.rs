@@ -1,0 +1,135 @@
+//! The CPU charge end to end: a CPU-bound synthetic workload replayed under schedulers of
+//! known per-request cost loses what the arithmetic says ([`crate::cpu`]).
+
+use iosched_core::record::{CpuUse, HostProfile, SchedCost};
+
+use crate::{
+    cpu::{Bound, CpuModel, ProfileSource},
+    device::{DeviceModel, FlashModel},
+    replay::{Config, Replayer},
+    scenarios::{device, empty, push_sequential_readers, stream},
+    sched::Settings,
+};
+
+/// Four closed-loop readers on a 4-channel flash device, recorded under `none`.
+fn replayer() -> Replayer {
+    let mut w = empty((0..4).map(|p| stream(10 + p, "fio", 1)).collect());
+    w.device = device("ram0", "none", false);
+    push_sequential_readers(&mut w, 2000, 8, 1 << 30, 10_000);
+    let dev = DeviceModel::Flash(FlashModel {
+        latency_ns: 30_000.0,
+        ns_per_sector: 0.0,
+        parallelism: 4,
+        write_latency_ns: None,
+        write_ns_per_sector: None,
+    });
+    Replayer::new(w, Some(dev), vec![0, 1]).unwrap()
+}
+
+fn profile(deadline_ns: f64, bfq_ns: f64) -> HostProfile {
+    let cost = |ns: f64| SchedCost {
+        cpu_ns_per_request: ns,
+        serial_ns_per_request: 0.0,
+        ..Default::default()
+    };
+    HostProfile {
+        profile_version: 1,
+        source: "test".into(),
+        online_cpus: 2,
+        schedulers: [
+            ("none".to_string(), cost(0.0)),
+            ("mq-deadline".to_string(), cost(deadline_ns)),
+            ("bfq".to_string(), cost(bfq_ns)),
+        ]
+        .into_iter()
+        .collect(),
+        ..Default::default()
+    }
+}
+
+fn iops(r: &Replayer, spec: &str) -> (f64, crate::cpu::CpuCharge) {
+    let run = r
+        .run(&Config::parse(spec, &Settings::default()).unwrap())
+        .unwrap();
+    (run.summary.iops, run.cpu.unwrap())
+}
+
+#[test]
+fn a_cpu_bound_recording_loses_exactly_what_each_schedulers_cost_takes() {
+    let mut r = replayer();
+    // The recording: what the model does as recorded, on a machine whose 2 CPUs were all
+    // busy: w = 2 CPUs x span / requests.
+    let (recorded_iops, _) = iops(&r, "none");
+    let requests = 8000u64;
+    let span_ns = (requests as f64 / recorded_iops * 1e9) as u64;
+    let use_ = CpuUse {
+        span_ns,
+        busy_ns: 2 * span_ns,
+        idle_ns: 0,
+        recorder_ns: 0,
+        online_cpus: 2,
+    };
+    let w = 2.0 * span_ns as f64 / requests as f64;
+    // mq-deadline adds a quarter of w, bfq as much as w.
+    r.cpu = CpuModel::new(
+        profile(w / 4.0, w),
+        ProfileSource::Given("test".into()),
+        Some(use_),
+        requests,
+        Some("none"),
+    );
+    let (none, c) = iops(&r, "none");
+    assert_eq!(c.bound, Bound::Neither, "{c:?}");
+    assert!(
+        (none - recorded_iops).abs() / recorded_iops < 0.01,
+        "{none} vs {recorded_iops}"
+    );
+    for (spec, added, expected_ratio) in [("mq-deadline", w / 4.0, 0.8), ("bfq", w, 0.5)] {
+        let (got, c) = iops(&r, spec);
+        let arithmetic = 2e9 / (w + added);
+        assert_eq!(c.bound, Bound::Cpu, "{spec}: {c:?}");
+        assert!(
+            (got - arithmetic).abs() / arithmetic < 0.02,
+            "{spec}: {got:.0} IOPS, the arithmetic gives {arithmetic:.0}"
+        );
+        assert!(
+            (got / none - expected_ratio).abs() < 0.02,
+            "{spec}: {got} / {none}"
+        );
+    }
+}
+
+#[test]
+fn with_headroom_the_cost_changes_nothing() {
+    let mut r = replayer();
+    let (recorded_iops, _) = iops(&r, "none");
+    let requests = 8000u64;
+    let span_ns = (requests as f64 / recorded_iops * 1e9) as u64;
+    // A quarter busy: bfq's cost of w doubles the demand to half the CPUs.
+    let use_ = CpuUse {
+        span_ns,
+        busy_ns: span_ns / 2,
+        idle_ns: 2 * span_ns - span_ns / 2,
+        recorder_ns: 0,
+        online_cpus: 2,
+    };
+    let w = (span_ns / 2) as f64 / requests as f64;
+    r.cpu = CpuModel::new(
+        profile(0.0, w),
+        ProfileSource::Given("test".into()),
+        Some(use_),
+        requests,
+        Some("none"),
+    );
+    let (bfq, c) = iops(&r, "bfq");
+    assert!(!c.stretches(), "{c:?}");
+    let (uncharged, _) = {
+        let mut plain = replayer();
+        plain.cpu = CpuModel::new(profile(0.0, 0.0), ProfileSource::Defaults, None, 0, None);
+        iops(&plain, "bfq")
+    };
+    assert!(
+        (bfq - uncharged).abs() / uncharged < 0.001,
+        "{bfq} vs {uncharged}"
+    );
+}

@@ -1,0 +1,177 @@
+//! The scheduler's own cost: on a fast device the recorded scheduler's CPU time per request,
+//! or its lock, is what caps the device ([`crate::cpu`]).
+//!
+//! Fires when the recorded scheduler has a cost of its own (not `none`) and either the
+//! recording's machine was CPU-bound (its busy share at [`crate::cpu::CPU_BOUND_SHARE`] or more) or the
+//! recorded rate is within 20% of what the scheduler's lock allows; and the model, its cost
+//! charged, moves the workload [`MIN_EFFECT_PCT`] or more faster under a cheaper scheduler.
+//! The evidence: the busy share, what the scheduler costs per request here and what that
+//! caps IOPS at, and the device kept below its parallelism while requests waited in the
+//! scheduler.
+//!
+//! What-ifs: none, mq-deadline and kyber (those cheaper than the recorded one), with their
+//! defaults. Judged: against the replay as recorded.
+//!
+//! Owns: this cause's what-ifs and their judgement. Must not: replay, or word the finding.
+
+use super::super::{device::DeviceModel, sched::SchedKind};
+use super::{
+    Evidence as AnyEvidence, Finding, MIN_EFFECT_PCT,
+    parts::{Cause, Fix},
+    runner::{Context, Diagnosis, Runs, WhatIf},
+};
+
+pub(super) struct SchedCost;
+
+/// The recorded rate this close to the lock's cap (share of it) is bound by the lock.
+const LOCK_BOUND_SHARE: f64 = 0.8;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Claim {
+    pub sched: SchedKind,
+    /// What it costs per request here (over none), ns.
+    pub cost_ns: f64,
+    /// What the CPUs allowed at the recorded cost, IOPS (the recorded rate, where CPU-bound).
+    pub cpu_cap_iops: Option<f64>,
+    /// What its lock allows, IOPS.
+    pub lock_cap_iops: Option<f64>,
+    pub bound: Bound,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    Cpu,
+    Lock,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Evidence {
+    /// The machine: `cpus` CPUs, `busy_share` of them busy, the recorder's share of that.
+    CpuBusy {
+        cpus: u32,
+        busy_share: f64,
+        recorder_share: f64,
+        busy_ns_per_request: f64,
+    },
+    /// Requests in the driver (mean) against the device's parallelism, while this many
+    /// bios (mean) waited in the scheduler.
+    DeviceUnderused {
+        driver_mean: f64,
+        parallelism: u32,
+        scheduler_mean: f64,
+    },
+    /// Where the costs come from.
+    Costs { source: String },
+}
+
+/// Cheaper schedulers to try, in order.
+fn cheaper(cx: &Context) -> Vec<SchedKind> {
+    let recorded = cx.sched();
+    let cost = |s: SchedKind| {
+        cx.r.cpu
+            .profile
+            .cost(s.name())
+            .map_or(0.0, |c| c.cpu_ns_per_request)
+    };
+    [SchedKind::None, SchedKind::MqDeadline, SchedKind::Kyber]
+        .into_iter()
+        .filter(|s| *s != recorded && cost(*s) < cost(recorded))
+        .collect()
+}
+
+fn under(sched: SchedKind) -> WhatIf {
+    WhatIf::spec(sched, &[])
+}
+
+impl Diagnosis for SchedCost {
+    fn what_ifs(&self, cx: &Context) -> Vec<WhatIf> {
+        cheaper(cx).into_iter().map(under).collect()
+    }
+
+    fn judge(&self, cx: &Context, runs: &Runs, _: &[Finding]) -> Vec<Finding> {
+        let recorded = cx.sched();
+        if recorded == SchedKind::None {
+            return Vec::new();
+        }
+        let cpu = &cx.r.cpu;
+        let cost = cpu.recorded_cost;
+        if cost.cpu_ns_per_request <= 0.0 && cost.serial_ns_per_request <= 0.0 {
+            return Vec::new();
+        }
+        let lock_cap_iops =
+            (cost.serial_ns_per_request > 0.0).then(|| 1e9 / cost.serial_ns_per_request);
+        let bound = if cpu.cpu_bound() {
+            Bound::Cpu
+        } else if lock_cap_iops.is_some_and(|cap| cx.recorded.iops >= LOCK_BOUND_SHARE * cap) {
+            Bound::Lock
+        } else {
+            return Vec::new();
+        };
+        let mut estimates: Vec<_> = cheaper(cx)
+            .into_iter()
+            .map(|s| cx.estimate(runs, &under(s), &[]))
+            .collect();
+        if estimates.is_empty() || estimates[0].change_pct < MIN_EFFECT_PCT {
+            return Vec::new();
+        }
+        let first = estimates.remove(0);
+        let cpu_cap_iops = cpu
+            .recorded
+            .zip(cpu.busy_ns_per_request)
+            .map(|(c, w)| f64::from(c.online_cpus) * 1e9 / w.max(1.0));
+        let mut evidence: Vec<AnyEvidence> = Vec::new();
+        if let (Some(c), Some(w)) = (cpu.recorded, cpu.busy_ns_per_request) {
+            evidence.push(
+                Evidence::CpuBusy {
+                    cpus: c.online_cpus,
+                    busy_share: c.busy_share(),
+                    recorder_share: c.recorder_share(),
+                    busy_ns_per_request: w,
+                }
+                .into(),
+            );
+        }
+        if let Some(d) = cx.report.devices.first() {
+            let parallelism = match &cx.r.device {
+                DeviceModel::Flash(f) => f.parallelism,
+                _ => 1,
+            };
+            let q = d.queue_depth;
+            if q.driver_mean < f64::from(parallelism) && q.scheduler_mean > 0.5 {
+                evidence.push(
+                    Evidence::DeviceUnderused {
+                        driver_mean: q.driver_mean,
+                        parallelism,
+                        scheduler_mean: q.scheduler_mean,
+                    }
+                    .into(),
+                );
+            }
+        }
+        evidence.push(
+            Evidence::Costs {
+                source: cpu.profile.source.clone(),
+            }
+            .into(),
+        );
+        let mut f = Finding::new(
+            Cause::SchedulerCost,
+            Claim {
+                sched: recorded,
+                cost_ns: cost.cpu_ns_per_request,
+                cpu_cap_iops: (bound == Bound::Cpu).then_some(cpu_cap_iops).flatten(),
+                lock_cap_iops,
+                bound,
+            },
+            evidence,
+            Some(first),
+        );
+        f.alternatives = estimates;
+        debug_assert!(
+            f.estimate
+                .as_ref()
+                .is_some_and(|e| matches!(e.what_if, Fix::Config(_)))
+        );
+        vec![f]
+    }
+}
