@@ -801,12 +801,29 @@ impl Replayer {
         )))
     }
 
-    /// Replays without writing events (speed measurements): requests simulated.
+    /// Replays without writing events (speed measurements): requests simulated, the CPU
+    /// charged as [`Replayer::run`] charges it (a stretched rerun where it binds).
     pub fn run_bare(&self, cfg: &Config) -> Result<u64, ReplayError> {
         let settings = self.effective_settings(cfg);
-        let scheduler = sched::build(cfg.sched, &settings, &self.env)?;
-        let sim_cfg = self.sim_config(cfg.sched, &settings, false)?;
-        Ok(sim::run(&self.workload, &self.device, scheduler, sim_cfg).requests)
+        let bare = |r: &Replayer| -> Result<sim::SimResult, ReplayError> {
+            let scheduler = sched::build(cfg.sched, &settings, &r.env)?;
+            let sim_cfg = r.sim_config(cfg.sched, &settings, false)?;
+            Ok(sim::run(&r.workload, &r.device, scheduler, sim_cfg))
+        };
+        let result = bare(self)?;
+        let span_s = (result.end_ns - result.start_ns) as f64 / 1e9;
+        let iops = if span_s > 0.0 {
+            result.requests as f64 / span_s
+        } else {
+            0.0
+        };
+        let charge = self
+            .cpu
+            .charge(cfg.sched, iops, self.workload.kyber_domains());
+        if charge.stretches() {
+            return Ok(bare(&self.stretched(charge.stretch))?.requests);
+        }
+        Ok(result.requests)
     }
 }
 
