@@ -503,7 +503,8 @@ fn recording_with_cpu_chunks() -> (Vec<u8>, Vec<Event>, Vec<super::CpuSample>) {
     for ev in &events[..6] {
         w.push(ev).unwrap();
     }
-    w.write_stats(&super::test_support::sample_stats(6)).unwrap();
+    w.write_stats(&super::test_support::sample_stats(6))
+        .unwrap();
     w.write_cpu(&samples[1]).unwrap();
     for ev in &events[6..] {
         w.push(ev).unwrap();
@@ -588,7 +589,11 @@ fn truncation_keeps_complete_cpu_chunks_and_a_corrupt_one_is_skipped() {
         assert_eq!(reader.cpu_samples(), &samples[..complete], "cut at {cut}");
     }
     // The middle sample's JSON replaced by a valid chunk holding garbage JSON.
-    let middle = chunks.iter().filter(|c| c.2 == chunk_type::CPU).nth(1).unwrap();
+    let middle = chunks
+        .iter()
+        .filter(|c| c.2 == chunk_type::CPU)
+        .nth(1)
+        .unwrap();
     let mut damaged = bytes[..middle.0].to_vec();
     let junk = b"{\"ts_ns\":\"not a number\"}";
     damaged.extend_from_slice(&super::codec::chunk_header(chunk_type::CPU, &[junk]));
