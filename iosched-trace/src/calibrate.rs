@@ -5,8 +5,8 @@
 //!
 //! For each scheduler the device offers, a fixed load generated in-process (threads doing
 //! O_DIRECT 4 KiB random reads, no fio) runs twice: contended (two threads per online CPU)
-//! and uncontended (one thread); twice over, in turn, keeping each one's least disturbed
-//! run. Each run counts the reads completed and the machine's busy
+//! and uncontended (one thread); three times over, in turn, keeping each one's least
+//! disturbed run. Each run counts the reads completed and the machine's busy
 //! CPU time (`/proc/stat`) less what other user-space processes used meanwhile (a busy
 //! machine's other work is not the I/O's); a scheduler's cost is that busy time per request
 //! minus `none`'s ([`profile`]).
@@ -57,10 +57,17 @@ pub fn read_profile(path: &Path) -> anyhow::Result<HostProfile> {
 /// one is an error), else the default location if a file is there (a malformed one: a
 /// one-line warning on stderr, and none), else none.
 pub fn profile_for_record(explicit: Option<&Path>) -> anyhow::Result<Option<HostProfile>> {
+    profile_for_record_at(explicit, Path::new(DEFAULT_PROFILE_PATH))
+}
+
+/// [`profile_for_record`] with another default location (tests).
+fn profile_for_record_at(
+    explicit: Option<&Path>,
+    path: &Path,
+) -> anyhow::Result<Option<HostProfile>> {
     if let Some(path) = explicit {
         return read_profile(path).map(Some).context("--host-profile");
     }
-    let path = Path::new(DEFAULT_PROFILE_PATH);
     if !path.exists() {
         return Ok(None);
     }
@@ -92,10 +99,10 @@ pub struct Durations {
 impl Default for Durations {
     fn default() -> Self {
         Durations {
-            warmup: Duration::from_millis(150),
-            contended: Duration::from_millis(1000),
-            uncontended: Duration::from_millis(600),
-            rounds: 2,
+            warmup: Duration::from_millis(100),
+            contended: Duration::from_millis(700),
+            uncontended: Duration::from_millis(400),
+            rounds: 3,
         }
     }
 }
@@ -139,8 +146,13 @@ impl Run {
         }
     }
 
-    /// The I/O path's share of all CPUs' time, 0..1.
+    /// The machine's busy share, 0..1 (other processes' work included).
     pub fn busy_share(&self) -> f64 {
+        self.share(self.busy_ns)
+    }
+
+    /// The I/O path's share of all CPUs' time, 0..1.
+    pub fn io_busy_share(&self) -> f64 {
         self.share(self.io_busy_ns())
     }
 
@@ -281,8 +293,8 @@ pub fn calibrate(durations: Durations) -> anyhow::Result<Calibration> {
 
 /// The profile of a calibration: per scheduler, the I/O path's busy time per request over
 /// `none`'s, with every CPU submitting (`cpu_ns_per_request`) and with one submitter
-/// (`serial_ns_per_request`), clamped at 0; its contended IOPS and the I/O path's share of
-/// the CPUs then (`busy_share`).
+/// (`serial_ns_per_request`), clamped at 0; its contended IOPS and the machine's busy share
+/// then (`busy_share`, other processes' work included, as `SchedCost` defines it).
 pub fn profile(
     cal: &Calibration,
     host: &str,
@@ -768,6 +780,14 @@ mod tests {
         assert!(
             (p.cost("none").unwrap().iops - 300_000.0).abs() < 1e-6 && p.cost("kyber").is_none()
         );
+        // Other processes' CPU time is not the I/O's: left out of the cost, not the share.
+        let busy = Run {
+            others_ns: 500_000_000,
+            ..run(4, 150_000, 2000, 0)
+        };
+        assert!((busy.busy_ns_per_request() - 10_000.0).abs() < 1e-9);
+        assert_eq!((busy.busy_share(), busy.io_busy_share()), (1.0, 0.75));
+        assert_eq!(busy.others_share(), 0.25);
         // Without none there is nothing to compare with.
         let mut no_none = cal.clone();
         no_none.runs.remove(0);
@@ -788,6 +808,15 @@ mod tests {
             e.contains("--host-profile") && e.contains("not a host profile"),
             "{e}"
         );
+        // At the default location: a malformed file is left out (with a warning), a missing
+        // one is no profile.
+        assert_eq!(profile_for_record_at(None, &path).unwrap(), None);
+        assert_eq!(
+            profile_for_record_at(None, &dir.join("none.json")).unwrap(),
+            None
+        );
+        write_profile(&path, &HostProfile::defaults()).unwrap();
+        assert!(profile_for_record_at(None, &path).unwrap().is_some());
         fs::write(&path, "{}").unwrap();
         assert!(read_profile(&path).is_err());
         fs::remove_dir_all(&dir).unwrap();
