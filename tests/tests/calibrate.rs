@@ -57,9 +57,10 @@ fn calibrate(path: &Path) -> (String, u32, Duration) {
 }
 
 /// Only effects large enough to hold on a busy machine are asserted: every scheduler does
-/// more than 10k IOPS on a RAM-backed device, costs are never negative, and bfq (whose
-/// per-request cost is several times mq-deadline's) does fewer IOPS than none with every CPU
-/// submitting. Which of mq-deadline and kyber costs more is noise here.
+/// more than 10k IOPS on a RAM-backed device, costs are never negative; and, when nothing
+/// else used the CPUs meanwhile, bfq (half none's IOPS on an idle 2-CPU machine) does fewer
+/// IOPS than none with every CPU submitting. Which of mq-deadline and kyber costs more is
+/// noise here.
 #[test]
 fn calibrate_writes_a_plausible_profile_and_record_carries_it() {
     if !real_kernel_available("calibrate_writes_a_plausible_profile_and_record_carries_it") {
@@ -104,13 +105,21 @@ fn calibrate_writes_a_plausible_profile_and_record_carries_it() {
     }
     let none = profile.cost("none").unwrap();
     assert_eq!(none.cpu_ns_per_request, 0.0);
-    if let Some(bfq) = profile.cost("bfq") {
-        assert!(
+    // With other work on the machine (calibrate warns when it took more than a tenth of the
+    // CPUs), a run of none can be slowed more than one of bfq: on a 2-CPU machine compiling
+    // at the same time, none fell below bfq in 1 run of 5. Compared only without it.
+    let disturbed = table.contains("warning: other processes used");
+    match profile.cost("bfq") {
+        Some(bfq) if !disturbed => assert!(
             bfq.iops < none.iops,
             "bfq {:.0} IOPS, none {:.0}:\n{table}",
             bfq.iops,
             none.iops
-        );
+        ),
+        Some(_) => eprintln!(
+            "note: bfq's IOPS not compared with none's: other processes were busy meanwhile"
+        ),
+        None => {}
     }
 
     // A recording made with it carries it, and CPU chunks.
