@@ -17,7 +17,7 @@ use std::{
 use crate::{
     event::{Event, Note},
     record::{
-        ChunkOrdered, DeviceInfo, EventRef, Footer, FormatError, Header, ProcessInfo,
+        ChunkOrdered, CpuSample, DeviceInfo, EventRef, Footer, FormatError, Header, ProcessInfo,
         RecordingReader, Stats, TimeOrdered,
     },
 };
@@ -376,6 +376,10 @@ impl<R: Read> TraceSource for RecordingSource<R> {
     fn events_missing(&self) -> u64 {
         self.reader().events_missing()
     }
+
+    fn cpu_samples(&self) -> &[CpuSample] {
+        self.reader().cpu_samples()
+    }
 }
 
 /// Events already in memory (tests, synthetic traces, the live view's batches).
@@ -383,6 +387,7 @@ pub struct MemorySource {
     meta: TraceMeta,
     events: std::vec::IntoIter<Event>,
     processes: BTreeMap<u32, ProcessInfo>,
+    cpu_samples: Vec<CpuSample>,
 }
 
 impl MemorySource {
@@ -399,7 +404,15 @@ impl MemorySource {
             },
             events: events.into_iter(),
             processes: BTreeMap::new(),
+            cpu_samples: Vec::new(),
         }
+    }
+
+    /// With the machine's CPU samples (in time order), as a 1.5 recording's CPU chunks give
+    /// them.
+    pub fn with_cpu_samples(mut self, samples: Vec<CpuSample>) -> MemorySource {
+        self.cpu_samples = samples;
+        self
     }
 }
 
@@ -426,6 +439,10 @@ impl TraceSource for MemorySource {
 
     fn warnings(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    fn cpu_samples(&self) -> &[CpuSample] {
+        &self.cpu_samples
     }
 }
 

@@ -1,7 +1,8 @@
 //! Quantities as people write them: nanoseconds and byte counts printed in the largest unit
 //! that keeps them short, and byte sizes read from command-line flags (`64M`, `2GiB`). Every
 //! view and tool prints and parses these through here, so `report`, the recorder's lines, the
-//! live view and the test bed agree on what `1.50 ms` or `1T` means. Pure string work.
+//! live view and the test bed agree on what `1.50 ms` or `1T` means; and dates on the UTC
+//! calendar ([`utc`]). Pure string work.
 
 /// Nanoseconds as ns/µs/ms/s with 3 significant digits: `850 ns`, `12.3 µs`, `1.50 ms`.
 pub fn human_ns(ns: f64) -> String {
@@ -100,8 +101,65 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?}: too large (sizes end below 16 EiB)"))
 }
 
+/// A wall-clock instant on the UTC calendar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UtcTime {
+    pub year: i64,
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub minute: u32,
+    pub second: u32,
+    pub nanos: u32,
+}
+
+/// `ns` since the Unix epoch on the proleptic Gregorian calendar (Howard Hinnant's
+/// days-to-civil).
+pub fn utc(ns: u64) -> UtcTime {
+    let secs_total = ns / 1_000_000_000;
+    let days = (secs_total / 86_400) as i64;
+    let rem = (secs_total % 86_400) as u32;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    UtcTime {
+        year: yoe + era * 400 + i64::from(month <= 2),
+        month,
+        day,
+        hour: rem / 3600,
+        minute: rem / 60 % 60,
+        second: rem % 60,
+        nanos: (ns % 1_000_000_000) as u32,
+    }
+}
+
+impl UtcTime {
+    /// ISO 8601 to the second: `2026-12-01T23:59:00Z`.
+    pub fn iso8601(&self) -> String {
+        format!(
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+            self.year, self.month, self.day, self.hour, self.minute, self.second
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(super::utc(0).iso8601(), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            super::utc(951_782_400_000_000_001).iso8601(),
+            "2000-02-29T00:00:00Z"
+        );
+        assert_eq!(super::utc(951_782_400_000_000_001).nanos, 1);
+    }
+
     use super::*;
 
     #[test]

@@ -46,10 +46,24 @@ pub enum Command {
     /// Why the recorded scheduler was slow here: ranked findings with their evidence and a
     /// model-estimated effect of the fix.
     Explain(ExplainArgs),
+    /// Measure what each I/O scheduler costs this host per request (a scratch RAM-backed loop
+    /// device, about 15 s; root) and write the host profile `record` copies into recordings.
+    Calibrate(CalibrateArgs),
     /// Replay speed of the scheduler models on a synthetic workload (`cargo xtask bench
     /// replay`): one JSON line per scheduler.
     #[command(hide = true)]
     ModelBench(ModelBenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CalibrateArgs {
+    /// Where to write the host profile (JSON).
+    #[arg(short = 'o', long = "output", value_name = "FILE",
+          default_value = crate::calibrate::DEFAULT_PROFILE_PATH)]
+    pub output: PathBuf,
+    /// Print the profile as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -297,6 +311,10 @@ pub struct RecordArgs {
     /// store none. What is left of the workload's speed is the cost of the kernel side.
     #[arg(long, hide = true)]
     pub discard_events: bool,
+    /// Host profile to copy into the recording's header (written by `calibrate`). Default:
+    /// /var/lib/iosched-trace/host-profile.json, if it exists.
+    #[arg(long, value_name = "FILE")]
+    pub host_profile: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -373,6 +391,7 @@ impl LiveArgs {
             wakeups: false,
             sched_log: false,
             discard_events: false,
+            host_profile: None,
             verbose: self.verbose,
         };
         let valid = record.validate(sysfs)?;

@@ -33,11 +33,14 @@
 //!   [`capture::session`], what `record` and `live` both run.
 //! - [`schedlog`]: the scheduler's own messages through the ftrace blk tracer.
 //! - [`recorder`]: the `record` command's loop.
+//! - [`calibrate`]: the host's per-request scheduler costs, measured on a scratch loop
+//!   device; where the host profile lives.
 //! - [`live`]: the live view (`live`): per-interval numbers on a terminal or as text.
 //! - [`views`]: the text and JSON views (dump, report, replay and explain).
 //! - [`cli`]: command-line syntax and validation; [`commands`]: one module per subcommand.
 
 pub mod btf;
+pub mod calibrate;
 pub mod capture;
 pub mod cli;
 pub mod commands;

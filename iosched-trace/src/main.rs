@@ -38,6 +38,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Live(args) => commands::live::run(args),
         Command::Replay(args) => commands::replay::run(args),
         Command::Explain(args) => commands::explain::run(args),
+        Command::Calibrate(args) => commands::calibrate::run(args),
         Command::ModelBench(args) => commands::model_bench::run(args),
     }
 }

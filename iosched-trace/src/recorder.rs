@@ -27,7 +27,7 @@ use crate::{
 use iosched_core::{
     blktrace::BlktraceWriter,
     event::Event,
-    record::{ClockBase, Header, ProcessInfo, RecordingWriter, Stats},
+    record::{ClockBase, CpuSample, Header, HostProfile, ProcessInfo, RecordingWriter, Stats},
     units::{BytesStyle, human_bytes},
 };
 
@@ -66,6 +66,8 @@ pub struct RecordConfig {
     /// Drop every drained event instead of storing it (`--discard-events`, for the
     /// capture benchmark's split of the cost between the kernel side and the recorder).
     pub discard_events: bool,
+    /// The host's measured scheduler costs (`calibrate`), copied into the header.
+    pub host_profile: Option<HostProfile>,
 }
 
 #[derive(Clone, Debug)]
@@ -97,6 +99,8 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     }
     let devices = describe_devices(&config.disks)?;
     let mut header = Header::for_this_host(devices, config.command_line.clone());
+    header.online_cpus = Some(crate::system::online_cpus());
+    header.host_profile = config.host_profile.clone();
     for disk in config.disks.iter().filter(|d| !d.request_based) {
         let note = format!(
             "{} is bio-based: it has no request-level events (no scheduler, no G/I/D/C of requests); only its bio events (Q, bio completion) are recorded",
@@ -208,6 +212,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         config.output.display()
     );
 
+    writer.cpu(&crate::system::cpu_sample())?;
     let started = Instant::now();
     let deadline = config.duration.map(|d| started + d);
     let mut processes = ProcessTable::default();
@@ -245,7 +250,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
                     .monotonic_ns
                     .saturating_sub(SETTLED_AFTER_NS),
             )?;
-            writer.checkpoint(&stats)?;
+            writer.checkpoint(&stats, &crate::system::cpu_sample())?;
             next_flush = now + FLUSH_EVERY;
             if progress {
                 let total = writer.events_pushed();
@@ -285,6 +290,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
             eprintln!("warning: {line}");
         }
     }
+    writer.cpu(&crate::system::cpu_sample())?;
     let bytes = writer.bytes_written();
     let total = writer.finish(&stats, started.elapsed().as_nanos() as u64, ended_by)?;
     if progress {
@@ -310,9 +316,11 @@ async fn sleep_until(deadline: Option<Instant>) {
 trait Sink {
     fn add_process(&mut self, p: &ProcessInfo) -> anyhow::Result<()>;
     fn push(&mut self, ev: &Event) -> anyhow::Result<()>;
-    /// Saves the loss counters (where the format keeps them) and flushes: what a kill -9
-    /// would otherwise cost.
-    fn checkpoint(&mut self, stats: &Stats) -> anyhow::Result<()>;
+    /// Saves the loss counters and the CPU sample (where the format keeps them) and
+    /// flushes: what a kill -9 would otherwise cost.
+    fn checkpoint(&mut self, stats: &Stats, cpu: &CpuSample) -> anyhow::Result<()>;
+    /// Saves a CPU sample (where the format keeps them): at the start and the end.
+    fn cpu(&mut self, sample: &CpuSample) -> anyhow::Result<()>;
     fn events_pushed(&self) -> u64;
     fn bytes_written(&self) -> u64;
     /// Stores the scheduler's messages (`--sched-log`).
@@ -335,9 +343,14 @@ impl Sink for RecordingWriter<BufWriter<File>> {
         Ok(RecordingWriter::push(self, ev)?)
     }
 
-    fn checkpoint(&mut self, stats: &Stats) -> anyhow::Result<()> {
+    fn checkpoint(&mut self, stats: &Stats, cpu: &CpuSample) -> anyhow::Result<()> {
         self.write_stats(stats)?;
+        self.write_cpu(cpu)?;
         Ok(self.flush()?)
+    }
+
+    fn cpu(&mut self, sample: &CpuSample) -> anyhow::Result<()> {
+        Ok(self.write_cpu(sample)?)
     }
 
     fn events_pushed(&self) -> u64 {
@@ -388,7 +401,12 @@ impl Sink for BlktraceSink {
         Ok(self.writer.push(ev)?)
     }
 
-    fn checkpoint(&mut self, _: &Stats) -> anyhow::Result<()> {
+    fn cpu(&mut self, _: &CpuSample) -> anyhow::Result<()> {
+        // blktrace files have no place for it.
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, _: &Stats, _: &CpuSample) -> anyhow::Result<()> {
         // Events are released in time order a window behind the newest: only what is due
         // reaches the files here.
         Ok(self.writer.flush_files()?)

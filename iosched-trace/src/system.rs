@@ -1,6 +1,7 @@
 //! What the host says about itself, read from `/proc` and `/sys`: its mount table, its
 //! cgroup hierarchies (where cgroup2 is, whether the io controller is on v1, a cgroup id's
-//! path), this process's capabilities, and a disk's completion counters.
+//! path), this process's capabilities, a disk's completion counters, and the machine's and
+//! this process's CPU time.
 //!
 //! Owns: reading and parsing those files, each in one place. Must not: change anything
 //! (raising limits is `preflight`'s, tracefs settings `schedlog`'s), nor decide what a fact
@@ -14,7 +15,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use iosched_core::record::DiskCounters;
+use iosched_core::record::{ClockBase, CpuSample, DiskCounters};
 
 /// One line of the mount table.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,9 +168,143 @@ pub fn read_disk_counters_at(root: &Path, name: &str) -> io::Result<DiskCounters
     })
 }
 
+/// The machine's and this process's CPU time now (a CPU chunk's sample): `/proc/stat`'s
+/// `cpu` line, `getrusage(RUSAGE_SELF)` (all threads), the CPUs online. A `/proc/stat` that
+/// cannot be read or parsed gives zero machine times (never an error: a recording goes on
+/// without its CPU context).
+pub fn cpu_sample() -> CpuSample {
+    let (busy_ns, idle_ns) = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|text| parse_proc_stat_cpu(&text, clock_tick_ns()))
+        .unwrap_or_default();
+    CpuSample {
+        ts_ns: ClockBase::now().monotonic_ns,
+        busy_ns,
+        idle_ns,
+        recorder_ns: self_cpu_ns(),
+        online_cpus: online_cpus(),
+    }
+}
+
+/// CPUs online now (`sysconf(_SC_NPROCESSORS_ONLN)`, at least 1).
+pub fn online_cpus() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    u32::try_from(n).unwrap_or(1).max(1)
+}
+
+/// Nanoseconds per USER_HZ tick, the unit of `/proc/stat` (`sysconf(_SC_CLK_TCK)`, 100 on
+/// nearly every kernel).
+fn clock_tick_ns() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    1_000_000_000 / u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
+}
+
+/// This process's CPU time, user + system, all threads, ns.
+pub fn self_cpu_ns() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value; getrusage only writes into it.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF and a valid, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return 0;
+    }
+    let ns = |tv: libc::timeval| tv.tv_sec as u64 * 1_000_000_000 + tv.tv_usec as u64 * 1_000;
+    ns(usage.ru_utime) + ns(usage.ru_stime)
+}
+
+/// CPU time of every user-space process but this one, ns, for telling a measurement's own
+/// CPU use from other work on the machine: per process `utime + stime + cutime + cstime` of
+/// `/proc/PID/stat` (the whole thread group, and its children reaped so far, so that a
+/// process that exits between two readings still counts, in its parent's), summed; kernel
+/// threads (kthreadd and its children) are left out, as they do the I/O's work. Tick
+/// resolution (`sysconf(_SC_CLK_TCK)`).
+pub fn other_processes_cpu_ns() -> u64 {
+    let me = std::process::id();
+    let tick = clock_tick_ns();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me && pid != 2)
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
+        .filter_map(|text| parse_pid_stat_cpu(&text))
+        .filter(|&(ppid, _)| ppid != 2)
+        .map(|(_, ticks)| ticks * tick)
+        .sum()
+}
+
+/// `(ppid, utime + stime + cutime + cstime)` of a `/proc/PID/stat` line (proc(5): fields
+/// 4 and 14-17; the command name in parentheses may hold spaces and parentheses, so fields
+/// are counted after the last `)`).
+pub fn parse_pid_stat_cpu(text: &str) -> Option<(u32, u64)> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| f.get(i)?.parse::<u64>().ok();
+    let ppid = u32::try_from(num(1)?).ok()?;
+    Some((ppid, num(11)? + num(12)? + num(13)? + num(14)?))
+}
+
+/// `(busy, idle)` ns of `/proc/stat`'s aggregate `cpu` line (proc(5): user nice system idle
+/// iowait irq softirq steal guest guest_nice, in ticks of `tick_ns`): busy = user + nice +
+/// system + irq + softirq + steal (guest time is already counted in user and nice), idle =
+/// idle + iowait. `None` without such a line.
+pub fn parse_proc_stat_cpu(text: &str, tick_ns: u64) -> Option<(u64, u64)> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().ok())
+        .collect::<Option<_>>()?;
+    let at = |i: usize| f.get(i).copied().unwrap_or(0);
+    if f.len() < 4 {
+        return None;
+    }
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+    let idle = at(3) + at(4);
+    Some((busy * tick_ns, idle * tick_ns))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn proc_stat_cpu_line_is_busy_and_idle_in_ns() {
+        let text = "cpu  100 5 50 1000 20 3 2 1 7 0\ncpu0 50 2 25 500 10 1 1 0 0 0\nintr 1\n";
+        // busy 100+5+50+3+2+1 = 161 ticks, idle 1000+20; guest (7) not added again.
+        assert_eq!(
+            parse_proc_stat_cpu(text, 10_000_000),
+            Some((1_610_000_000, 10_200_000_000))
+        );
+        // An old kernel's four fields.
+        assert_eq!(parse_proc_stat_cpu("cpu 1 2 3 4\n", 1), Some((6, 4)));
+        assert_eq!(parse_proc_stat_cpu("cpu0 1 2 3 4\n", 1), None);
+        assert_eq!(parse_proc_stat_cpu("cpu 1 x 3 4\n", 1), None);
+    }
+
+    #[test]
+    fn pid_stat_cpu_is_counted_after_the_command_name() {
+        let line = "1234 (a (b) c) S 77 1234 1234 0 -1 4194560 100 0 0 0 30 12 5 3 20 0 1 0 \
+                    100 1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        assert_eq!(parse_pid_stat_cpu(line), Some((77, 50)));
+        assert_eq!(parse_pid_stat_cpu("1 (x) S"), None);
+        assert!(other_processes_cpu_ns() > 0);
+    }
+
+    #[test]
+    fn this_hosts_sample_moves_forward() {
+        let a = cpu_sample();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let b = cpu_sample();
+        assert!(b.ts_ns > a.ts_ns && b.recorder_ns >= a.recorder_ns);
+        assert!(a.busy_ns + a.idle_ns > 0 && a.online_cpus >= 1);
+    }
 
     /// A hybrid host's table (systemd's layout): a tmpfs, cgroup2 at `unified`, v1
     /// hierarchies beside it, one of them with the io controller.

@@ -60,9 +60,52 @@ pub struct TraceSummary {
     /// False when the recording left plug and unplug out (`record --no-plugs`): the plug
     /// figures are then zero for want of events, not of plugging.
     pub plugs_recorded: bool,
+    /// The CPU context the recording was made in (format 1.5 and later; `None` for older
+    /// recordings and blktrace files).
+    pub cpu: Option<CpuContext>,
     pub anomalies: Anomalies,
     pub warnings: Vec<String>,
     pub filters: Vec<String>,
+}
+
+/// The machine's CPU over the analyzed window, from the recording's CPU samples
+/// (`record::CpuUse` between the samples around the window), and whether the recording
+/// carries the host's measured scheduler costs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CpuContext {
+    /// CPUs online (the header's, else the samples').
+    pub online_cpus: Option<u32>,
+    /// The span the CPU use covers (between the samples around the window), ns; 0 when the
+    /// recording holds fewer than two samples.
+    pub span_ns: u64,
+    /// Share of all CPUs' time that was busy, 0..1; `None` without two samples.
+    pub busy_share: Option<f64>,
+    /// Share of all CPUs' time the recorder itself used, 0..1.
+    pub recorder_share: Option<f64>,
+    /// The header's host profile's `source` (`calibrate on HOST, DATE`), if it has one.
+    pub host_profile: Option<String>,
+}
+
+impl CpuContext {
+    /// From a source's samples and header; `None` when it has neither samples nor the
+    /// header's 1.5 fields.
+    pub fn of(source: &dyn TraceSource, from_ns: u64, to_ns: u64) -> Option<CpuContext> {
+        let samples = source.cpu_samples();
+        let header = source.header();
+        let online = header.and_then(|h| h.online_cpus);
+        let profile = header.and_then(|h| h.host_profile.as_ref());
+        if samples.is_empty() && online.is_none() && profile.is_none() {
+            return None;
+        }
+        let used = crate::record::CpuUse::between(samples, from_ns, to_ns);
+        Some(CpuContext {
+            online_cpus: online.or(used.map(|u| u.online_cpus)),
+            span_ns: used.map_or(0, |u| u.span_ns),
+            busy_share: used.map(|u| u.busy_share()),
+            recorder_share: used.map(|u| u.recorder_share()),
+            host_profile: profile.map(|p| p.source.clone()),
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -547,6 +590,7 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
                 .map(|s| s.completions.clone())
                 .unwrap_or_default(),
             plugs_recorded: source.header().is_none_or(|h| h.plugs_traced()),
+            cpu: CpuContext::of(source, w.from, w.to),
             anomalies: anomalies.clone(),
             warnings,
             filters,

@@ -269,3 +269,36 @@ fn json_has_the_documented_fields() {
     }
     assert_eq!(v["schema"], report::SCHEMA);
 }
+
+/// The CPU context comes from the source's samples around the window; a source without
+/// samples (or header) has none.
+#[test]
+fn cpu_context_is_the_use_between_the_samples_around_the_window() {
+    use crate::record::CpuSample;
+    let mut s = Sim::default();
+    s.plain(1, 1, 0, 4096, US, US, US, 100 * US);
+    let dev = DeviceInfo {
+        name: "loop0".into(),
+        dev: DEV,
+        request_based: true,
+        ..Default::default()
+    };
+    let end = s.events.iter().map(|e| e.ts_ns).max().unwrap() + MS;
+    let sample = |ts: u64, busy: u64, idle: u64, rec: u64| CpuSample {
+        ts_ns: ts,
+        busy_ns: busy,
+        idle_ns: idle,
+        recorder_ns: rec,
+        online_cpus: 4,
+    };
+    let samples = vec![sample(0, 0, 0, 0), sample(end, 3 * MS, MS, MS / 2)];
+    let mut src = MemorySource::new(vec![dev.clone()], s.events.clone()).with_cpu_samples(samples);
+    let r = analyze(&mut src, &opts()).unwrap();
+    let cpu = r.trace.cpu.expect("a CPU context");
+    assert_eq!((cpu.online_cpus, cpu.span_ns), (Some(4), end));
+    assert_eq!(cpu.busy_share, Some(0.75));
+    assert_eq!(cpu.recorder_share, Some(0.125));
+    assert_eq!(cpu.host_profile, None);
+    let mut plain = MemorySource::new(vec![dev], s.events.clone());
+    assert!(analyze(&mut plain, &opts()).unwrap().trace.cpu.is_none());
+}

@@ -9,7 +9,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89IOSCHD\n";
 pub const FORMAT_MAJOR: u16 = 1;
 /// Compatible additions (new chunk types, fields appended to event records, new JSON fields)
 /// bump the minor version; readers accept any minor of their major.
-pub const FORMAT_MINOR: u16 = 4;
+pub const FORMAT_MINOR: u16 = 5;
 /// magic (8) + major (u16) + minor (u16) + reserved (u32, 0).
 pub const FILE_HEADER_LEN: usize = 16;
 
@@ -29,6 +29,8 @@ pub mod chunk_type {
     pub const FOOTER: u32 = 5;
     /// Scheduler messages (`Note`s), JSON; since 1.1.
     pub const NOTES: u32 = 6;
+    /// One `CpuSample` (the machine's and the recorder's CPU time), JSON; since 1.5.
+    pub const CPU: u32 = 7;
 }
 
 /// One event record, format 1.0 (layout in docs/FORMAT.md).

@@ -34,7 +34,7 @@ pub struct CpuSample {
 }
 
 /// CPU use over an interval: the difference of two samples.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CpuUse {
     pub span_ns: u64,
     pub busy_ns: u64,

@@ -11,7 +11,7 @@ use std::{
 };
 
 use super::{
-    Footer, FormatError, Header, ProcessInfo, Stats,
+    CpuSample, Footer, FormatError, Header, ProcessInfo, Stats,
     codec::{
         self, CHUNK_HEADER_LEN, CHUNK_MAGIC, EVENT_RECORD_SIZE, EVENTS_PREFIX_LEN, FILE_HEADER_LEN,
         FILE_MAGIC, FORMAT_MAJOR, MAX_CHUNK_PAYLOAD, chunk_type,
@@ -33,6 +33,7 @@ pub struct RecordingReader<R: Read> {
     record_size: usize,
     processes: BTreeMap<u32, ProcessInfo>,
     notes: Vec<crate::event::Note>,
+    cpu_samples: Vec<CpuSample>,
     stats: Option<Stats>,
     footer: Option<Footer>,
     warnings: Vec<String>,
@@ -119,6 +120,7 @@ impl<R: Read> RecordingReader<R> {
             record_size: EVENT_RECORD_SIZE as usize,
             processes: BTreeMap::new(),
             notes: Vec::new(),
+            cpu_samples: Vec::new(),
             stats: None,
             footer: None,
             warnings: Vec::new(),
@@ -318,6 +320,12 @@ impl<R: Read> RecordingReader<R> {
         &self.notes
     }
 
+    /// The machine's CPU samples read so far (CPU chunks, format 1.5), in file order (which
+    /// is time order: the recorder writes them as it takes them).
+    pub fn cpu_samples(&self) -> &[CpuSample] {
+        &self.cpu_samples
+    }
+
     /// The footer's statistics if there is a footer, else the last STATS snapshot seen.
     pub fn stats(&self) -> Option<&Stats> {
         self.footer
@@ -384,6 +392,17 @@ impl<R: Read> RecordingReader<R> {
                     Ok(list) => self.notes.extend(list),
                     Err(e) => self.warnings.push(format!(
                         "notes chunk at offset {} is not readable ({e}): skipped",
+                        chunk.offset
+                    )),
+                }
+            }
+            chunk_type::CPU => {
+                match serde_json::from_slice::<CpuSample>(
+                    chunk.payload.bytes(self.src.map.as_ref()),
+                ) {
+                    Ok(sample) => self.cpu_samples.push(sample),
+                    Err(e) => self.warnings.push(format!(
+                        "CPU chunk at offset {} is not readable ({e}): skipped",
                         chunk.offset
                     )),
                 }

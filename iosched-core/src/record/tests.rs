@@ -477,3 +477,129 @@ fn kernel_skips_count_as_lost_and_are_unknown_in_older_stats() {
     .unwrap();
     assert_eq!((new.ring_lost(), new.lost()), (3, 5));
 }
+
+fn cpu_sample(i: u64) -> super::CpuSample {
+    super::CpuSample {
+        ts_ns: 1_000_000_000 * (i + 1),
+        busy_ns: 700_000_000 * i,
+        idle_ns: 1_300_000_000 * i,
+        recorder_ns: 20_000_000 * i,
+        online_cpus: 2,
+    }
+}
+
+/// A recording with a CPU chunk at the start, between events and at the end, as the
+/// recorder writes them (format 1.5).
+fn recording_with_cpu_chunks() -> (Vec<u8>, Vec<Event>, Vec<super::CpuSample>) {
+    let samples: Vec<_> = (0..3).map(cpu_sample).collect();
+    let events = super::test_support::sample_events(12);
+    let mut header = sample_header();
+    header.online_cpus = Some(2);
+    header.host_profile = Some(super::HostProfile::defaults());
+    let mut w = RecordingWriter::new(Vec::new(), &header)
+        .unwrap()
+        .with_chunk_events(4);
+    w.write_cpu(&samples[0]).unwrap();
+    for ev in &events[..6] {
+        w.push(ev).unwrap();
+    }
+    w.write_stats(&super::test_support::sample_stats(6))
+        .unwrap();
+    w.write_cpu(&samples[1]).unwrap();
+    for ev in &events[6..] {
+        w.push(ev).unwrap();
+    }
+    w.write_cpu(&samples[2]).unwrap();
+    let footer = w.footer(super::test_support::sample_stats(12), 0, "duration");
+    (w.finish(&footer).unwrap(), events, samples)
+}
+
+#[test]
+fn cpu_chunks_round_trip_with_the_header_fields() {
+    let (bytes, events, samples) = recording_with_cpu_chunks();
+    let (reader, read) = read_all(&bytes).unwrap();
+    assert_eq!(read, events);
+    assert_eq!(reader.cpu_samples(), &samples[..]);
+    assert_eq!(reader.header().online_cpus, Some(2));
+    assert_eq!(
+        reader.header().host_profile.as_ref(),
+        Some(&super::HostProfile::defaults())
+    );
+    assert_eq!(reader.header().format_version, "1.5");
+    assert!(reader.warnings().is_empty(), "{:?}", reader.warnings());
+    let cpu_chunks = chunks_of(&bytes)
+        .iter()
+        .filter(|c| c.2 == chunk_type::CPU)
+        .count();
+    assert_eq!(cpu_chunks, 3);
+    // Through the source interface too.
+    let source = crate::source::RecordingSource::new(
+        std::path::Path::new("x"),
+        RecordingReader::new(&bytes[..]).unwrap(),
+    );
+    let mut source = source;
+    use crate::source::TraceSource;
+    while source.next_event().is_some() {}
+    assert_eq!(source.cpu_samples(), &samples[..]);
+}
+
+/// A 1.4 file (no CPU chunks, no new header fields) reads, with no samples.
+#[test]
+fn a_version_1_4_recording_still_reads_without_cpu_samples() {
+    let built = build_recording(10, 4);
+    let mut bytes = built.bytes.clone();
+    bytes[10..12].copy_from_slice(&4u16.to_le_bytes());
+    // Its header as 1.4 wrote it: re-encode the HEADER chunk without the 1.5 fields.
+    let chunks = chunks_of(&bytes);
+    let (start, end, typ) = chunks[0];
+    assert_eq!(typ, chunk_type::HEADER);
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&bytes[start + super::CHUNK_HEADER_LEN..end]).unwrap();
+    json["format_version"] = "1.4".into();
+    assert!(json.get("online_cpus").is_none() && json.get("host_profile").is_none());
+    let payload = serde_json::to_vec(&json).unwrap();
+    let mut old = bytes[..start].to_vec();
+    old.extend_from_slice(&super::codec::chunk_header(chunk_type::HEADER, &[&payload]));
+    old.extend_from_slice(&payload);
+    old.extend_from_slice(&bytes[end..]);
+    let (reader, events) = read_all(&old).unwrap();
+    assert_eq!(events, built.events);
+    assert_eq!(reader.version(), (1, 4));
+    assert!(reader.cpu_samples().is_empty());
+    assert_eq!(reader.header().online_cpus, None);
+    assert!(reader.header().host_profile.is_none());
+    assert!(reader.warnings().is_empty(), "{:?}", reader.warnings());
+}
+
+/// A file cut anywhere keeps every CPU chunk that is complete; a corrupt one is skipped with
+/// a warning and the others are kept.
+#[test]
+fn truncation_keeps_complete_cpu_chunks_and_a_corrupt_one_is_skipped() {
+    let (bytes, _, samples) = recording_with_cpu_chunks();
+    let chunks = chunks_of(&bytes);
+    let cpu_ends: Vec<usize> = chunks
+        .iter()
+        .filter(|c| c.2 == chunk_type::CPU)
+        .map(|c| c.1)
+        .collect();
+    let first_chunk = chunks[1].0;
+    for cut in first_chunk..bytes.len() {
+        let (reader, _) = read_all(&bytes[..cut]).unwrap();
+        let complete = cpu_ends.iter().filter(|&&end| end <= cut).count();
+        assert_eq!(reader.cpu_samples(), &samples[..complete], "cut at {cut}");
+    }
+    // The middle sample's JSON replaced by a valid chunk holding garbage JSON.
+    let middle = chunks
+        .iter()
+        .filter(|c| c.2 == chunk_type::CPU)
+        .nth(1)
+        .unwrap();
+    let mut damaged = bytes[..middle.0].to_vec();
+    let junk = b"{\"ts_ns\":\"not a number\"}";
+    damaged.extend_from_slice(&super::codec::chunk_header(chunk_type::CPU, &[junk]));
+    damaged.extend_from_slice(junk);
+    damaged.extend_from_slice(&bytes[middle.1..]);
+    let (reader, _) = read_all(&damaged).unwrap();
+    assert_eq!(reader.cpu_samples(), &[samples[0], samples[2]]);
+    assert!(has_warning(&reader, "CPU chunk at offset"));
+}

@@ -111,6 +111,14 @@ impl<W: Write> RecordingWriter<W> {
         Ok(())
     }
 
+    /// Writes pending data, then a CPU chunk holding `sample` (format 1.5: readers collect
+    /// them all, in file order).
+    pub fn write_cpu(&mut self, sample: &super::CpuSample) -> Result<(), FormatError> {
+        self.write_pending()?;
+        let json = to_json("a CPU sample", sample)?;
+        self.write_chunk(chunk_type::CPU, &[&json])
+    }
+
     /// Writes pending data, then a STATS chunk (readers keep the last one).
     pub fn write_stats(&mut self, s: &Stats) -> Result<(), FormatError> {
         self.write_pending()?;

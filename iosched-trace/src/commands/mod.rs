@@ -6,12 +6,14 @@
 //! hold argument syntax (`cli`), rendering (`views`), or what the kernel side or the models
 //! compute: a command calls them.
 //!
-//! - [`record`], [`live`]: the kernel side (need root).
+//! - [`record`], [`live`]: the kernel side (need root); [`calibrate`]: the host's scheduler
+//!   costs (root).
 //! - [`dump`], [`report`], [`convert`]: a trace read back.
 //! - [`replay`], [`explain`]: a trace's workload through the scheduler models.
 //! - [`synth`], [`model_bench`]: development only, hidden from `--help` (xtask's benchmarks
 //!   call them).
 
+pub mod calibrate;
 pub mod convert;
 pub mod dump;
 pub mod explain;

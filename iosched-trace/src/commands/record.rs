@@ -15,6 +15,7 @@ use crate::{
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let valid = args.validate(&Sysfs::default())?;
+    let host_profile = crate::calibrate::profile_for_record(args.host_profile.as_deref())?;
     preflight::check_privileges()?;
     preflight::check_btf()?;
     let config = RecordConfig {
@@ -32,6 +33,7 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         command_line: std::env::args().collect(),
         sched_log: args.sched_log,
         discard_events: args.discard_events,
+        host_profile,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -2,6 +2,7 @@
 //! source's events, `iosched_core::analysis`'s report, `iosched_model`'s replays and
 //! explanations) and computes nothing of its own beyond formatting.
 //!
+//! - [`calibrate`]: `calibrate`'s table.
 //! - [`dump`]: `dump`, every event of a trace as blkparse-style text or JSON lines.
 //! - [`report`]: `report`'s text, the report laid out in sections and columns.
 //! - [`replay`]: `replay`'s text.
@@ -15,6 +16,7 @@
 //! writes what a view returns; [`dump`] writes to the writer it is given, and its reader
 //! warnings to stderr unless told not to).
 
+pub mod calibrate;
 pub mod dump;
 pub mod explain;
 pub mod model_check;

@@ -7,7 +7,7 @@ use iosched_core::{
     analysis::{
         Report,
         latency::LatencySummary,
-        report::{DeviceReport, DirectionReport, ProcessReport},
+        report::{CpuContext, DeviceReport, DirectionReport, ProcessReport},
         seeks::SeekSummary,
     },
     units::{BytesStyle, human_bytes, human_ns},
@@ -26,6 +26,27 @@ fn dir_line(name: &str, d: &DirectionReport) -> String {
         d.requests,
         human_bytes(d.bytes as f64, BytesStyle::UpToGib)
     )
+}
+
+/// `cpu: 2 online; machine 61.0% busy, recorder 2.3% (over 5.00 s); host profile: ...`.
+fn cpu_line(c: &CpuContext) -> String {
+    let online = c
+        .online_cpus
+        .map_or_else(|| "? online".to_string(), |n| format!("{n} online"));
+    let use_ = match (c.busy_share, c.recorder_share) {
+        (Some(busy), Some(rec)) => format!(
+            "machine {:.1}% busy, recorder {:.1}% (over {})",
+            busy * 100.0,
+            rec * 100.0,
+            human_ns(c.span_ns as f64)
+        ),
+        _ => "machine use not sampled".to_string(),
+    };
+    let profile = match &c.host_profile {
+        Some(source) => format!("host profile in the header ({source})"),
+        None => "no host profile in the header".to_string(),
+    };
+    format!("cpu: {online}; {use_}; {profile}")
 }
 
 fn seek_line(s: &SeekSummary) -> String {
@@ -240,6 +261,9 @@ pub fn render(r: &Report) -> String {
             |l| l.to_string()
         )
     );
+    if let Some(cpu) = &t.cpu {
+        let _ = writeln!(out, "{}", cpu_line(cpu));
+    }
     for line in t
         .completion_checks
         .iter()

@@ -77,6 +77,10 @@ pub struct DumpSummary {
     /// Completed requests the kernel counted that have no completion event, summed over
     /// devices; `None` if the trace holds no check.
     pub untraced_completions: Option<u64>,
+    /// CPU samples in the recording (format 1.5's CPU chunks), and the CPU use from the
+    /// first to the last (`None` with fewer than two).
+    pub cpu_samples: u64,
+    pub cpu_use: Option<iosched_core::record::CpuUse>,
     /// Events missing from the file itself (damaged or unwritten chunks).
     pub events_missing: u64,
     /// Events printed out of time order (they arrived later than the reordering window).
@@ -232,6 +236,9 @@ fn dump<W: Write>(
                 .filter_map(|c| c.describe_untraced()),
         );
     }
+    let samples = source.cpu_samples();
+    summary.cpu_samples = samples.len() as u64;
+    summary.cpu_use = iosched_core::record::CpuUse::between(samples, 0, u64::MAX);
     summary.events_missing = source.events_missing();
     summary.closed_cleanly = source.footer().is_some();
     summary.ended_by = source.footer().map(|f| f.ended_by.clone());

@@ -70,6 +70,22 @@ pub(super) fn text_prologue(s: &mut String, h: &Header, first_ts: Option<u64>) {
             let _ = writeln!(s, "#   iosched: {}", values.join(" "));
         }
     }
+    if let Some(n) = h.online_cpus {
+        let _ = writeln!(s, "# cpus online: {n}");
+    }
+    if let Some(p) = &h.host_profile {
+        let costs: Vec<String> = p
+            .schedulers
+            .iter()
+            .map(|(name, c)| format!("{name} +{:.0} ns", c.cpu_ns_per_request))
+            .collect();
+        let _ = writeln!(
+            s,
+            "# host profile: {} (CPU per request over none: {})",
+            p.source,
+            costs.join(", ")
+        );
+    }
     for note in &h.notes {
         let _ = writeln!(s, "# note: {note}");
     }
@@ -112,24 +128,10 @@ pub(super) fn foreign_prologue(s: &mut String, meta: &TraceMeta, first: Option<&
 /// `YYYY-MM-DD HH:MM:SS.nnnnnnnnn UTC` (proleptic Gregorian; days-to-civil after Howard
 /// Hinnant's algorithm).
 fn wall_clock(ns: u64) -> String {
-    let secs_total = ns / 1_000_000_000;
-    let days = (secs_total / 86_400) as i64;
-    let rem = secs_total % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let t = iosched_core::units::utc(ns);
     format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:09} UTC",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        ns % 1_000_000_000
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:09} UTC",
+        t.year, t.month, t.day, t.hour, t.minute, t.second, t.nanos
     )
 }
 

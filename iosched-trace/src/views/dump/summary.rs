@@ -88,6 +88,20 @@ pub(super) fn text_summary(s: &mut String, sum: &DumpSummary, format: TraceForma
             }
         );
     }
+    if sum.cpu_samples > 0 {
+        let _ = write!(s, "# cpu samples: {}", sum.cpu_samples);
+        if let Some(u) = &sum.cpu_use {
+            let _ = write!(
+                s,
+                " over {} s: machine {:.1}% busy, recorder {:.1}% ({} CPUs)",
+                secs(u.span_ns),
+                u.busy_share() * 100.0,
+                u.recorder_share() * 100.0,
+                u.online_cpus
+            );
+        }
+        s.push('\n');
+    }
     if sum.events_missing > 0 {
         let _ = writeln!(
             s,

@@ -190,7 +190,7 @@ const BLKPARSE: &str = r#"
 "#;
 
 const PROLOGUE: &str = r#"
-# iosched-trace recording, format 1.4, written by iosched-trace 0.1.0
+# iosched-trace recording, format 1.5, written by iosched-trace 0.1.0
 # host testhost, kernel 6.18.0-test, boot 00000000-1111-2222-3333-444444444444
 # started 2025-11-30 12:00:00.000000000 UTC (monotonic 1.000000000)
 # command: iosched-trace record -d sda
@@ -385,4 +385,46 @@ fn output_errors_are_reported_as_such() {
     let bytes = recording(&sample(), true);
     let err = write_text_with(&mut Full, &mut source(&bytes), &quiet()).unwrap_err();
     assert!(err.is_broken_pipe(), "{err}");
+}
+
+/// Format 1.5: the prologue names the CPUs online and the host profile, the summary the CPU
+/// samples and the use between the first and the last; the JSON summary carries both.
+#[test]
+fn cpu_context_in_prologue_and_summary() {
+    use iosched_core::record::{CpuSample, HostProfile};
+    let mut header = sample_header();
+    header.online_cpus = Some(2);
+    let mut profile = HostProfile::defaults();
+    profile.source = "calibrate on testhost, 2026-12-01T23:59:00Z".into();
+    header.host_profile = Some(profile);
+    let mut w = RecordingWriter::new(Vec::new(), &header).unwrap();
+    let sample = |i: u64| CpuSample {
+        ts_ns: T0 + i * 2_000_000_000,
+        busy_ns: 100 + i * 1_000_000_000,
+        idle_ns: 100 + i * 3_000_000_000,
+        recorder_ns: i * 40_000_000,
+        online_cpus: 2,
+    };
+    w.write_cpu(&sample(0)).unwrap();
+    w.push(&event_at(T0 + 1, 1)).unwrap();
+    w.write_cpu(&sample(1)).unwrap();
+    let f = w.footer(sample_stats(1), 1_000_000, "signal");
+    let bytes = w.finish(&f).unwrap();
+    let (out, summary) = text(&bytes);
+    assert!(out.contains("# cpus online: 2\n"), "{out}");
+    assert!(
+        out.contains(
+            "# host profile: calibrate on testhost, 2026-12-01T23:59:00Z (CPU per request over \
+             none: bfq +1900 ns, kyber +700 ns, mq-deadline +700 ns, none +0 ns)\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "# cpu samples: 2 over 2.000000000 s: machine 25.0% busy, recorder 1.0% (2 CPUs)\n"
+        ),
+        "{out}"
+    );
+    assert_eq!(summary.cpu_samples, 2);
+    assert_eq!(summary.cpu_use.unwrap().busy_ns, 1_000_000_000);
 }
