@@ -50,6 +50,17 @@ pub fn read_profile(path: &Path) -> anyhow::Result<HostProfile> {
             path.display()
         );
     }
+    let valid = |ns: f64| ns.is_finite() && ns >= 0.0;
+    if let Some((name, _)) = profile
+        .schedulers
+        .iter()
+        .find(|(_, c)| !valid(c.cpu_ns_per_request) || !valid(c.serial_ns_per_request))
+    {
+        bail!(
+            "{} is not a host profile: {name}'s costs must be finite and >= 0",
+            path.display()
+        );
+    }
     Ok(profile)
 }
 

@@ -4,7 +4,7 @@
 use std::{path::Path, process::ExitCode};
 
 use anyhow::Context;
-use iosched_core::{analysis, record::HostProfile, trace_file};
+use iosched_core::{analysis, trace_file};
 use iosched_model::{
     cpu::ProfileSource,
     device::DeviceModel,
@@ -13,7 +13,10 @@ use iosched_model::{
     sched::Settings,
 };
 
-use crate::cli::ReplayArgs;
+use crate::{
+    calibrate::{DEFAULT_PROFILE_PATH, read_profile},
+    cli::ReplayArgs,
+};
 
 pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let extra = Settings::parse_pairs(&args.set)?;
@@ -126,44 +129,21 @@ fn choose_host_profile(
     recorded_on: Option<&str>,
 ) -> anyhow::Result<()> {
     if let Some(path) = given {
-        let p = load_host_profile(path)?;
+        let p = read_profile(path)?;
         r.set_host_profile(p, ProfileSource::Given(path.display().to_string()));
         return Ok(());
     }
     if r.cpu.profile_source == ProfileSource::Recording {
         return Ok(());
     }
-    let default = Path::new(DEFAULT_HOST_PROFILE);
+    let default = Path::new(DEFAULT_PROFILE_PATH);
     if default.exists() {
         // Another host's costs say nothing of the one the recording was made on.
-        if let Ok(p) = load_host_profile(default)
+        if let Ok(p) = read_profile(default)
             && recorded_on.is_some_and(|h| h == p.host)
         {
-            r.set_host_profile(p, ProfileSource::HostDefault(DEFAULT_HOST_PROFILE.into()));
+            r.set_host_profile(p, ProfileSource::HostDefault(DEFAULT_PROFILE_PATH.into()));
         }
     }
     Ok(())
-}
-
-/// Where `calibrate` writes the host's profile and `record` looks for it.
-pub const DEFAULT_HOST_PROFILE: &str = "/var/lib/iosched-trace/host-profile.json";
-
-/// A host profile file, checked.
-pub fn load_host_profile(path: &Path) -> anyhow::Result<HostProfile> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading the host profile {}", path.display()))?;
-    let p: HostProfile = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a host profile", path.display()))?;
-    anyhow::ensure!(
-        !p.schedulers.is_empty()
-            && p.schedulers
-                .values()
-                .all(|c| c.cpu_ns_per_request.is_finite()
-                    && c.cpu_ns_per_request >= 0.0
-                    && c.serial_ns_per_request.is_finite()
-                    && c.serial_ns_per_request >= 0.0),
-        "{}: a host profile needs schedulers with finite costs >= 0",
-        path.display()
-    );
-    Ok(p)
 }
