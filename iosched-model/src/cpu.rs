@@ -19,7 +19,7 @@
 //!   was the one limit the recording shows).
 //! - **Lock**: bfq and mq-deadline serialise every request of a device, kyber every request
 //!   of a domain (reads, writes, other), `none` nothing of its own: at most
-//!   `1e9 / serial_ns` requests/s per lock, whatever the CPUs.
+//!   `1e9 / hold` requests/s per lock, whatever the CPUs ([`lock_hold_ns`]).
 //!
 //! Costs come from a host profile ([`HostProfile`]: `iosched-trace calibrate`), given,
 //! copied into the recording, or the documented defaults; the charge says which.
@@ -170,9 +170,8 @@ impl CpuModel {
             SchedKind::Kyber => Some(f64::from(domains.max(1))),
             SchedKind::None => None,
         };
-        let lock_cap_iops = locks
-            .filter(|_| cost.serial_ns_per_request > 0.0)
-            .map(|n| n * 1e9 / cost.serial_ns_per_request);
+        let hold = lock_hold_ns(&cost);
+        let lock_cap_iops = locks.filter(|_| hold > 0.0).map(|n| n * 1e9 / hold);
         if let Some(cap) = lock_cap_iops {
             let after = iops / stretch;
             if after > cap * (1.0 + STRETCH_EPSILON) {
@@ -192,6 +191,16 @@ impl CpuModel {
             bound,
         }
     }
+}
+
+/// How long each request holds its scheduler's lock: the larger of the uncontended cost and
+/// the cost with every CPU submitting. The contended figure is mostly waiting for the lock
+/// (on this 2-CPU machine bfq's is 5-10 µs where its uncontended cost is under 2 µs), and a
+/// lock its waiters spin on is held, for the rest of the machine, as long as they wait: the
+/// device's requests go through it one at a time at that pace (bfq on a RAM-backed loop
+/// device: 96k IOPS recorded, 9.1 µs each, 87% of the 110k that allows).
+pub fn lock_hold_ns(cost: &SchedCost) -> f64 {
+    cost.serial_ns_per_request.max(cost.cpu_ns_per_request)
 }
 
 impl CpuCharge {

@@ -116,9 +116,15 @@ pub fn explain(
         .iter()
         .filter(|f| {
             !f.cause.is_note()
-                && f.estimate
-                    .as_ref()
-                    .is_none_or(|e| e.change_pct.abs() >= MIN_EFFECT_PCT)
+                && f.estimate.as_ref().is_none_or(|e| {
+                    // The scheduler's cost where the CPUs were not saturated is a range up to
+                    // all of it freed: its upper end is the finding.
+                    e.change_pct.abs() >= MIN_EFFECT_PCT
+                        || (f.cause == Cause::SchedulerCost
+                            && e.range_end
+                                .as_ref()
+                                .is_some_and(|r| r.change_pct.abs() >= MIN_EFFECT_PCT))
+                })
         })
         .count();
     let injected = base.decisions.iter().any(|d| {

@@ -123,6 +123,10 @@ pub enum RangeBasis {
     NoUnseenLatency,
     /// The recording's own rate outside the preemption storm.
     OutsideTheStorm,
+    /// Every µs of the recorded scheduler's CPU time given back to the requests' path (the
+    /// recorded machine's CPU time per request less what the cheaper scheduler saves): the
+    /// most a cheaper scheduler could gain where the CPUs were not saturated.
+    SchedulerCpuFreed,
 }
 
 /// A latency what-if (slices too long): the worst-waiting process's p99 Q2C as recorded and

@@ -17,7 +17,7 @@
 use super::super::{device::DeviceModel, sched::SchedKind};
 use super::{
     Evidence as AnyEvidence, Finding, MIN_EFFECT_PCT,
-    parts::{Cause, Fix},
+    parts::{Cause, Fix, RangeBasis, RangeEnd},
     runner::{Context, Diagnosis, Runs, WhatIf},
 };
 
@@ -25,6 +25,10 @@ pub(super) struct SchedCost;
 
 /// The recorded rate this close to the lock's cap (share of it) is bound by the lock.
 const LOCK_BOUND_SHARE: f64 = 0.8;
+
+/// The scheduler's CPU time this large a share of the machine's is a cost worth naming even
+/// where the CPUs were not saturated.
+const CPU_SHARE: f64 = 0.2;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Claim {
@@ -35,13 +39,21 @@ pub struct Claim {
     pub cpu_cap_iops: Option<f64>,
     /// What its lock allows, IOPS.
     pub lock_cap_iops: Option<f64>,
+    /// Share of the machine's CPU time the scheduler took at the recorded rate.
+    pub cpu_share: Option<f64>,
     pub bound: Bound,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bound {
+    /// The CPUs were saturated.
     Cpu,
+    /// The recorded rate is near what its lock allows.
     Lock,
+    /// Neither, but the scheduler took [`CPU_SHARE`] or more of the machine's CPU time: how
+    /// much of it was on the requests' path the recording cannot tell, so the estimate is a
+    /// range up to all of it.
+    Share,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -98,20 +110,37 @@ impl Diagnosis for SchedCost {
         if cost.cpu_ns_per_request <= 0.0 && cost.serial_ns_per_request <= 0.0 {
             return Vec::new();
         }
-        let lock_cap_iops =
-            (cost.serial_ns_per_request > 0.0).then(|| 1e9 / cost.serial_ns_per_request);
+        let hold = crate::cpu::lock_hold_ns(&cost);
+        let lock_cap_iops = (hold > 0.0 && recorded != SchedKind::Kyber).then(|| 1e9 / hold);
+        let cpu_share = cpu.recorded.map(|c| {
+            cost.cpu_ns_per_request * cx.recorded.iops / (f64::from(c.online_cpus.max(1)) * 1e9)
+        });
         let bound = if cpu.cpu_bound() {
             Bound::Cpu
         } else if lock_cap_iops.is_some_and(|cap| cx.recorded.iops >= LOCK_BOUND_SHARE * cap) {
             Bound::Lock
+        } else if cpu_share.is_some_and(|s| s >= CPU_SHARE) {
+            Bound::Share
         } else {
             return Vec::new();
         };
-        let mut estimates: Vec<_> = cheaper(cx)
-            .into_iter()
-            .map(|s| cx.estimate(runs, &under(s), &[]))
+        let schedulers = cheaper(cx);
+        let mut estimates: Vec<_> = schedulers
+            .iter()
+            .map(|s| {
+                let mut e = cx.estimate(runs, &under(*s), &[]);
+                if bound != Bound::Cpu {
+                    e.range_end = freed_end(cx, *s, e.measured_mb_s);
+                }
+                e
+            })
             .collect();
-        if estimates.is_empty() || estimates[0].change_pct < MIN_EFFECT_PCT {
+        let best = |e: &super::Estimate| {
+            e.range_end
+                .as_ref()
+                .map_or(e.change_pct, |r| r.change_pct.max(e.change_pct))
+        };
+        if estimates.is_empty() || best(&estimates[0]) < MIN_EFFECT_PCT {
             return Vec::new();
         }
         let first = estimates.remove(0);
@@ -161,6 +190,7 @@ impl Diagnosis for SchedCost {
                 cost_ns: cost.cpu_ns_per_request,
                 cpu_cap_iops: (bound == Bound::Cpu).then_some(cpu_cap_iops).flatten(),
                 lock_cap_iops,
+                cpu_share,
                 bound,
             },
             evidence,
@@ -174,4 +204,23 @@ impl Diagnosis for SchedCost {
         );
         vec![f]
     }
+}
+
+/// The most `sched` could give where the CPUs were not saturated: the recorded rate with
+/// every µs it saves per request taken off each request's CPU time ([`RangeBasis::SchedulerCpuFreed`]).
+fn freed_end(cx: &Context, sched: SchedKind, measured_mb_s: f64) -> Option<RangeEnd> {
+    let cpu = &cx.r.cpu;
+    let w = cpu.busy_ns_per_request?;
+    let saved = cpu.recorded_cost.cpu_ns_per_request
+        - cpu
+            .profile
+            .cost(sched.name())
+            .map_or(0.0, |c| c.cpu_ns_per_request);
+    let left = (w - saved).max(0.1 * w);
+    let predicted_mb_s = measured_mb_s * w / left;
+    Some(RangeEnd {
+        basis: RangeBasis::SchedulerCpuFreed,
+        predicted_mb_s,
+        change_pct: 100.0 * (predicted_mb_s / measured_mb_s - 1.0),
+    })
 }

@@ -243,6 +243,10 @@ fn basis_text(b: RangeBasis) -> &'static str {
             "no time on each request's way to the disk and back (the recording hid it)"
         }
         RangeBasis::OutsideTheStorm => "the recording's own rate outside the storm",
+        RangeBasis::SchedulerCpuFreed => {
+            "every µs of CPU the scheduler saves given back to the requests (the CPUs were not \
+             saturated: how much of it was on their path the recording cannot tell)"
+        }
     }
 }
 

@@ -10,11 +10,20 @@ pub(super) fn claim(c: &Claim) -> String {
         (Bound::Lock, _, Some(cap)) => {
             format!("its lock, taken by every request of the device, caps it at {cap:.0} IOPS")
         }
+        (Bound::Share, _, _) => format!(
+            "it took {:.0}% of the machine's CPU time at the recorded rate",
+            c.cpu_share.unwrap_or(0.0) * 100.0
+        ),
         _ => "it caps the device".to_string(),
     };
     format!(
-        "{}'s own CPU cost is the bottleneck: {:.1} µs per request here over none's, and {cap}",
+        "{}'s own CPU cost {}: {:.1} µs per request here over none's, and {cap}",
         c.sched.name(),
+        if c.bound == Bound::Share {
+            "is a large part of each request's"
+        } else {
+            "is the bottleneck"
+        },
         c.cost_ns / 1e3
     )
 }
