@@ -503,9 +503,10 @@ fn summary_rows(device: &str, self_rows: &[Row<'_>], cross_rows: &[Row<'_>]) -> 
 
 fn print_summary(device: &str, rows: &[SummaryRow]) {
     println!(
-        "
-summary, device {device}: self = each recording replayed under its own scheduler          (targets: MB/s {SELF_THR_TARGET}%, mean Q2C {SELF_Q2C_TARGET}%); cross = the `none`          recording replayed under the run's scheduler, vs that run's recording (MB/s          {CROSS_TARGET}%)
-"
+        "\nsummary, device {device}: self = each recording replayed under its own scheduler \
+         (targets: MB/s {SELF_THR_TARGET}%, mean Q2C {SELF_Q2C_TARGET}%); cross = the `none` \
+         recording replayed under the run's scheduler, vs that run's recording (MB/s \
+         {CROSS_TARGET}%)\n"
     );
     println!(
         "{:<21} {:<6} {:<26} {:<12} {:>10} {:>10} {:>8} {:>7}",
