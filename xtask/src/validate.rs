@@ -882,6 +882,66 @@ mod tests {
         (row, reverse)
     }
 
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        v: ValidateArgs,
+    }
+
+    #[test]
+    fn device_kinds_and_replay_arguments_parse() {
+        use clap::Parser as _;
+        let cli = Cli::try_parse_from([
+            "validate",
+            "--device",
+            "all",
+            "--replay-arg=--host-profile=/tmp/h.json",
+            "--replay-arg",
+            "--set=iodepth=4",
+            "fast-randread",
+        ])
+        .unwrap();
+        assert_eq!(cli.v.device, DeviceArg::All);
+        assert_eq!(
+            cli.v.replay_args,
+            ["--host-profile=/tmp/h.json", "--set=iodepth=4"]
+        );
+        assert_eq!(cli.v.names, ["fast-randread"]);
+        let names: Vec<&str> = DeviceArg::All.beds().iter().map(Bed::name).collect();
+        assert_eq!(names, ["hdd", "flash", "ram"]);
+        // Today's behaviour by default: the hard disk only.
+        let cli = Cli::try_parse_from(["validate"]).unwrap();
+        assert_eq!(cli.v.device.beds(), [Bed::Hdd]);
+        assert!(cli.v.replay_args.is_empty());
+    }
+
+    #[test]
+    fn the_summary_has_two_self_rows_per_recording_and_a_cross_row_per_prediction() {
+        let (row, _) = row_and_reverse(0.60, 0.48);
+        let rows = summary_rows(
+            "flash",
+            std::slice::from_ref(&row),
+            std::slice::from_ref(&row),
+        );
+        let what: Vec<(&str, &str, bool)> =
+            rows.iter().map(|r| (r.check, r.number, r.within)).collect();
+        // Predicted 0.48 MB/s for 0.60: -20%, beyond the 10% of self-consistency, within
+        // the 25% of cross-prediction; mean Q2C (32 readers' Little's law) +25%.
+        assert_eq!(
+            what,
+            [
+                ("self", "MB/s", false),
+                ("self", "Q2C mean ms", false),
+                ("cross", "MB/s", true)
+            ]
+        );
+        assert!((rows[0].error_pct + 20.0).abs() < 1e-9);
+        let json = rows[2].json();
+        assert_eq!(json["device"], "flash");
+        assert_eq!(json["check"], "cross");
+        assert_eq!(json["within"], true);
+    }
+
     #[test]
     fn a_miss_both_ways_round_is_put_down_to_the_runs_themselves() {
         let (row, back) = row_and_reverse(0.66, 0.66);
