@@ -243,10 +243,15 @@ impl Hdd {
             .arg(&self.state.disk_file)
             .arg("--size")
             .arg(config.size.to_string())
-            .args(["--kind", config.kind.as_str()])
+            // A rotational disk is the daemon's default kind (so its command line is as it
+            // always was).
             .args(match config.kind {
                 DeviceKind::Hdd => model_flags(&config.params),
-                DeviceKind::Flash => flash_flags(&config.flash),
+                DeviceKind::Flash => [vec!["--kind".to_owned(), "flash".to_owned()]]
+                    .into_iter()
+                    .chain([flash_flags(&config.flash)])
+                    .flatten()
+                    .collect(),
             })
             .stdin(Stdio::null())
             .stdout(log)

@@ -509,7 +509,7 @@ fn print_summary(device: &str, rows: &[SummaryRow]) {
          {CROSS_TARGET}%)\n"
     );
     println!(
-        "{:<21} {:<6} {:<26} {:<12} {:>10} {:>10} {:>8} {:>7}",
+        "{:<21} {:<6} {:<46} {:<12} {:>10} {:>10} {:>8} {:>7}",
         "scenario",
         "check",
         "run (configuration)",
@@ -521,7 +521,7 @@ fn print_summary(device: &str, rows: &[SummaryRow]) {
     );
     for r in rows {
         println!(
-            "{:<21} {:<6} {:<26} {:<12} {:>10.2} {:>10.2} {:>+7.1}% {:>7}",
+            "{:<21} {:<6} {:<46} {:<12} {:>10.2} {:>10.2} {:>+7.1}% {:>7}",
             r.scenario,
             r.check,
             format!("{} ({})", r.run, r.spec),
