@@ -26,6 +26,12 @@
 //!   comes back a little late does not wait a revolution.
 //!
 //! Reads and writes cost the same (no write cache); flushes are free.
+//!
+//! [`flash`] is the other device kind: parallel channels, fixed latencies, no positioning.
+
+pub mod flash;
+
+pub use flash::{FlashModel, FlashParams};
 
 use std::time::Duration;
 

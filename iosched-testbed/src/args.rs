@@ -1,10 +1,96 @@
-//! Command-line pieces shared by `iosched-hdd` and `cargo xtask disk up`: the model's
-//! parameters as flags, and disk sizes such as `2G`.
+//! Command-line pieces shared by `iosched-hdd` and `cargo xtask disk up`: the device kind,
+//! the models' parameters as flags, and disk sizes such as `2G`.
 
-use clap::Args;
+use clap::{Args, ValueEnum};
+use serde::{Deserialize, Serialize};
 
 use iosched_core::units::parse_size;
-use iosched_disk::DiskParams;
+use iosched_disk::{DiskParams, FlashParams};
+
+/// Which device the emulation stands in for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    /// A rotational disk (`DiskParams`): one request at a time, seeks, rotation.
+    #[default]
+    Hdd,
+    /// A flash device (`FlashParams`): parallel channels, fixed latencies.
+    Flash,
+}
+
+impl DeviceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceKind::Hdd => "hdd",
+            DeviceKind::Flash => "flash",
+        }
+    }
+}
+
+/// The flash model's parameters as flags; defaults are [`FlashParams::default`].
+#[derive(Args, Clone, Debug)]
+pub struct FlashArgs {
+    /// Flash: requests served at once.
+    #[arg(long, default_value_t = FlashParams::default().channels)]
+    pub channels: u32,
+    /// Flash: fixed cost of a read, µs.
+    #[arg(long, default_value_t = FlashParams::default().read_latency_us)]
+    pub read_latency_us: f64,
+    /// Flash: fixed cost of a write, µs.
+    #[arg(long, default_value_t = FlashParams::default().write_latency_us)]
+    pub write_latency_us: f64,
+    /// Flash: read transfer rate of one channel, MB/s.
+    #[arg(long, default_value_t = FlashParams::default().read_mb_s)]
+    pub read_mb_s: f64,
+    /// Flash: write transfer rate of one channel, MB/s.
+    #[arg(long, default_value_t = FlashParams::default().write_mb_s)]
+    pub write_mb_s: f64,
+    /// Flash: a volatile write cache (writes acknowledged after --write-ack-us, FSYNC waits
+    /// for the writes before it).
+    #[arg(long)]
+    pub write_cache: bool,
+    /// Flash with --write-cache: time to acknowledge a write, µs.
+    #[arg(long, default_value_t = FlashParams::default().write_ack_us)]
+    pub write_ack_us: f64,
+    /// Flash with --write-cache: cache size, KiB (writes accepted and not yet done).
+    #[arg(long, default_value_t = FlashParams::default().write_cache_kb)]
+    pub write_cache_kb: u64,
+}
+
+impl FlashArgs {
+    pub fn params(&self) -> FlashParams {
+        FlashParams {
+            channels: self.channels,
+            read_latency_us: self.read_latency_us,
+            write_latency_us: self.write_latency_us,
+            read_mb_s: self.read_mb_s,
+            write_mb_s: self.write_mb_s,
+            write_cache: self.write_cache,
+            write_ack_us: self.write_ack_us,
+            write_cache_kb: self.write_cache_kb,
+        }
+    }
+}
+
+/// The flags that give `params` to `iosched-hdd` (with `--kind flash`).
+pub fn flash_flags(params: &FlashParams) -> Vec<String> {
+    let mut flags: Vec<String> = [
+        ("--channels", f64::from(params.channels)),
+        ("--read-latency-us", params.read_latency_us),
+        ("--write-latency-us", params.write_latency_us),
+        ("--read-mb-s", params.read_mb_s),
+        ("--write-mb-s", params.write_mb_s),
+        ("--write-ack-us", params.write_ack_us),
+    ]
+    .into_iter()
+    .flat_map(|(flag, value)| [flag.to_string(), value.to_string()])
+    .collect();
+    flags.extend(["--write-cache-kb".into(), params.write_cache_kb.to_string()]);
+    if params.write_cache {
+        flags.push("--write-cache".into());
+    }
+    flags
+}
 
 /// The disk model's parameters as flags; defaults are [`DiskParams::default`].
 #[derive(Args, Clone, Debug)]
@@ -84,6 +170,8 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        flash: FlashArgs,
     }
 
     #[test]
@@ -100,5 +188,27 @@ mod tests {
         assert_eq!(Cli::parse_from(args).model.params(), params);
         let defaults = Cli::parse_from(["x"]).model.params();
         assert_eq!(defaults, DiskParams::default());
+    }
+
+    #[test]
+    fn flash_flags_round_trip_through_clap() {
+        for write_cache in [false, true] {
+            let params = FlashParams {
+                channels: 3,
+                read_latency_us: 150.5,
+                write_latency_us: 20.0,
+                read_mb_s: 250.0,
+                write_mb_s: 80.0,
+                write_cache,
+                write_ack_us: 30.0,
+                write_cache_kb: 512,
+            };
+            let args = std::iter::once("x".to_string()).chain(flash_flags(&params));
+            assert_eq!(Cli::parse_from(args).flash.params(), params);
+        }
+        assert_eq!(
+            Cli::parse_from(["x"]).flash.params(),
+            FlashParams::default()
+        );
     }
 }

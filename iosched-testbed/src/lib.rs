@@ -5,7 +5,8 @@
 //!   the scheduler model's device fit.
 //! - [`fuse`]: the FUSE kernel protocol, the part of it a one-file server needs.
 //! - [`daemon`]: `iosched-hdd`, which serves one file through FUSE and answers each request
-//!   only after the model's service time, one request at a time.
+//!   only after the model's service time: one request at a time (rotational), or on N
+//!   parallel channels (`--kind flash`, `iosched_disk::flash`).
 //! - [`rig`]: the daemon plus a direct-I/O loop device on top, brought up and torn down as
 //!   one guard (used by `cargo xtask disk` and by the real-kernel tests).
 //! - [`scenario`]: the seed scenarios (the users' reports) run on that disk, each run

@@ -1,5 +1,6 @@
 //! The emulated disk as one resource: a directory of our own, the `iosched-hdd` daemon serving
-//! a file in it, and a direct-I/O loop device on that file, marked rotational. [`Hdd`] brings
+//! a file in it, and a direct-I/O loop device on that file, marked rotational (or not, for
+//! the flash kind). [`Hdd`] brings
 //! it up and tears it down on drop (also when a test panics); [`State`] is the same thing
 //! written to a file, so that `cargo xtask disk down` can tear down what `disk up` left
 //! running.
@@ -25,9 +26,13 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use iosched_core::record::active_scheduler;
-use iosched_disk::{DiskModel, DiskParams, ModelError};
+use iosched_disk::{DiskModel, DiskParams, FlashModel, FlashParams, ModelError};
 
-use crate::{args::model_flags, daemon::MAX_REQUEST, mounts::is_mount_point};
+use crate::{
+    args::{DeviceKind, flash_flags, model_flags},
+    daemon::MAX_REQUEST,
+    mounts::is_mount_point,
+};
 
 /// How long the daemon may take to mount and answer its first GETATTR.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -75,7 +80,10 @@ pub struct HddConfig {
     pub dir: PathBuf,
     /// Disk size, bytes (memory is used only for what gets written).
     pub size: u64,
+    /// Rotational disk (`params`) or flash device (`flash`).
+    pub kind: DeviceKind,
     pub params: DiskParams,
+    pub flash: FlashParams,
     /// The daemon answers at once: measures the machinery, not the model.
     pub no_delay: bool,
     /// `queue/scheduler` of the loop device; `None` keeps the kernel's choice.
@@ -96,7 +104,9 @@ impl HddConfig {
             daemon_bin: daemon_bin.into(),
             dir: dir.into(),
             size,
+            kind: DeviceKind::Hdd,
             params: DiskParams::default(),
+            flash: FlashParams::default(),
             no_delay: false,
             scheduler: None,
             read_ahead_kb: 128,
@@ -116,7 +126,11 @@ pub struct State {
     /// `/dev/loopN` once attached.
     pub loop_dev: Option<PathBuf>,
     pub size: u64,
+    #[serde(default)]
+    pub kind: DeviceKind,
     pub params: DiskParams,
+    #[serde(default)]
+    pub flash: FlashParams,
     pub no_delay: bool,
     /// Queue attributes we changed and their old values, in the order first changed.
     #[serde(default)]
@@ -136,6 +150,10 @@ impl State {
 
     pub fn model(&self) -> Result<DiskModel, ModelError> {
         DiskModel::new(self.params.clone(), self.size)
+    }
+
+    pub fn flash_model(&self) -> Result<FlashModel, ModelError> {
+        FlashModel::new(self.flash.clone())
     }
 
     pub fn save(&self, path: &Path) -> Result<(), RigError> {
@@ -171,6 +189,7 @@ impl Hdd {
     pub fn up(config: &HddConfig) -> Result<Self, RigError> {
         // Validate the parameters here, with a clear error, rather than in the daemon's log.
         DiskModel::new(config.params.clone(), config.size)?;
+        FlashModel::new(config.flash.clone())?;
         fs::DirBuilder::new()
             .mode(0o700)
             .create(&config.dir)
@@ -188,7 +207,9 @@ impl Hdd {
                 daemon_pid: None,
                 loop_dev: None,
                 size: config.size,
+                kind: config.kind,
                 params: config.params.clone(),
+                flash: config.flash.clone(),
                 no_delay: config.no_delay,
                 restore: Vec::new(),
                 read_ahead_before_attach: None,
@@ -222,7 +243,16 @@ impl Hdd {
             .arg(&self.state.disk_file)
             .arg("--size")
             .arg(config.size.to_string())
-            .args(model_flags(&config.params))
+            // A rotational disk is the daemon's default kind (so its command line is as it
+            // always was).
+            .args(match config.kind {
+                DeviceKind::Hdd => model_flags(&config.params),
+                DeviceKind::Flash => [vec!["--kind".to_owned(), "flash".to_owned()]]
+                    .into_iter()
+                    .chain([flash_flags(&config.flash)])
+                    .flatten()
+                    .collect(),
+            })
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)
@@ -314,7 +344,12 @@ impl Hdd {
         // One block request = one FUSE request (mostly; see docs/TESTBED.md), so the model
         // sees the block layer's offsets and sizes.
         self.set_queue("max_sectors_kb", &(MAX_REQUEST / 1024).to_string())?;
-        self.set_queue("rotational", "1")?;
+        let rotational = if config.kind == DeviceKind::Flash {
+            "0"
+        } else {
+            "1"
+        };
+        self.set_queue("rotational", rotational)?;
         if let Some(scheduler) = &config.scheduler {
             self.set_queue("scheduler", scheduler).map_err(|e| {
                 let offered = fs::read_to_string(self.queue_path("scheduler")).unwrap_or_default();
@@ -375,9 +410,19 @@ impl Hdd {
         self.state.size
     }
 
-    /// The model the daemon applies (also when it runs with `no_delay`, for predictions).
+    /// The rotational model the daemon applies (also when it runs with `no_delay`, for
+    /// predictions), or would for `kind` hdd.
     pub fn model(&self) -> DiskModel {
         self.state.model().expect("validated in up()")
+    }
+
+    /// The flash model the daemon applies with `kind` flash.
+    pub fn flash_model(&self) -> FlashModel {
+        self.state.flash_model().expect("validated in up()")
+    }
+
+    pub fn kind(&self) -> DeviceKind {
+        self.state.kind
     }
 
     pub fn state(&self) -> &State {

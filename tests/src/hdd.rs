@@ -16,7 +16,8 @@ use std::{
     sync::atomic::{AtomicU32, Ordering},
 };
 
-pub use iosched_disk::{DiskModel, DiskParams};
+pub use iosched_disk::{DiskModel, DiskParams, FlashModel, FlashParams, flash::Op};
+pub use iosched_testbed::args::DeviceKind;
 use iosched_testbed::mounts;
 pub use iosched_testbed::rig::{Hdd, HddConfig, State};
 

@@ -59,6 +59,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
             interrupted: &scratch::interrupted,
             verbose: false,
             sched_log: false,
+            bed: Default::default(),
         },
     )
     .context("demo runs")?;

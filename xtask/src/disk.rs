@@ -1,5 +1,5 @@
-//! `cargo xtask disk up|down`: the emulated rotational disk (crate iosched-testbed) for manual
-//! experiments. `up` leaves the daemon and the loop device running and writes their state
+//! `cargo xtask disk up|down`: the emulated rotational disk or flash device (`--kind
+//! flash`; crate iosched-testbed) for manual experiments. `up` leaves the daemon and the loop device running and writes their state
 //! into the disk's own directory; `down` reads it back and tears everything down.
 //!
 //! One disk at a time: its directory has a fixed name, and `up` refuses while it exists.
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use clap::{Args, Subcommand};
 use iosched_testbed::{
-    args::{ModelArgs, parse_disk_size},
+    args::{DeviceKind, FlashArgs, ModelArgs, parse_disk_size},
     rig::{Hdd, HddConfig, State},
 };
 
@@ -38,8 +38,14 @@ pub struct UpArgs {
     /// queue/read_ahead_kb (128 is a SATA disk's default).
     #[arg(long, default_value_t = 128)]
     read_ahead_kb: u32,
+    /// The device emulated: a rotational disk (the model flags) or a flash device (the
+    /// flash flags).
+    #[arg(long, value_enum, default_value_t = DeviceKind::Hdd)]
+    kind: DeviceKind,
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    flash: FlashArgs,
     /// Reply at once (no modelled delay): measures the daemon and FUSE themselves.
     #[arg(long)]
     no_delay: bool,
@@ -75,7 +81,9 @@ fn up(args: &UpArgs) -> anyhow::Result<()> {
         None => build_daemon()?,
     };
     let mut config = HddConfig::new(daemon_bin, dir, args.size);
+    config.kind = args.kind;
     config.params = args.model.params();
+    config.flash = args.flash.params();
     config.no_delay = args.no_delay;
     config.scheduler = args.sched.clone();
     config.read_ahead_kb = args.read_ahead_kb;
@@ -85,17 +93,40 @@ fn up(args: &UpArgs) -> anyhow::Result<()> {
     hdd.state()
         .save(&dir.join(STATE_FILE))
         .context("saving the disk's state")?;
-    let model = hdd.model();
+    let predictions = match args.kind {
+        DeviceKind::Hdd => {
+            let model = hdd.model();
+            format!(
+                "{:.1} MB/s sequential (1 MiB requests), {:.0} random 4 KiB IOPS ({:.2} ms each)",
+                model.sequential_bytes_per_sec(1 << 20) / 1e6,
+                model.random_iops(4096),
+                model.random_access_secs(4096) * 1e3,
+            )
+        }
+        DeviceKind::Flash => {
+            use iosched_disk::flash::Op;
+            let model = hdd.flash_model();
+            let channels = model.params().channels;
+            format!(
+                "flash, {channels} channels: 4 KiB reads {:.0} IOPS with one in flight, {:.0} \
+                 with {channels}; 4 KiB writes {:.0} with {channels}{}",
+                model.iops(Op::Read, 4096, 1),
+                model.iops(Op::Read, 4096, channels),
+                model.iops(Op::Write, 4096, channels),
+                if model.params().write_cache {
+                    " (write cache on)"
+                } else {
+                    ""
+                },
+            )
+        }
+    };
     eprintln!(
-        "disk: {} on {} ({} MiB){}; model: {:.1} MB/s sequential (1 MiB requests), {:.0} \
-         random 4 KiB IOPS ({:.2} ms each); daemon log {}/daemon.log",
+        "disk: {} on {} ({} MiB){}; model: {predictions}; daemon log {}/daemon.log",
         hdd.device().display(),
         hdd.state().disk_file.display(),
         args.size >> 20,
         if args.no_delay { ", NO DELAY" } else { "" },
-        model.sequential_bytes_per_sec(1 << 20) / 1e6,
-        model.random_iops(4096),
-        model.random_access_secs(4096) * 1e3,
         dir.display(),
     );
     println!("{}", hdd.device().display());

@@ -62,6 +62,7 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<()> {
             interrupted: &scratch::interrupted,
             verbose: true,
             sched_log: args.sched_log,
+            bed: Default::default(),
         },
     )
     .with_context(|| format!("scenario {}", scenario.name))?;

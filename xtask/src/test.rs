@@ -97,7 +97,7 @@ pub fn run() -> anyhow::Result<()> {
                 "iosched-trace",
             ]),
         ));
-        // ... nor the emulated disk's daemon, which tests/tests/hdd.rs runs.
+        // ... nor the emulated devices' daemon, which tests/tests/hdd.rs and flash.rs run.
         steps.push((
             "build iosched-hdd",
             cargo(&[

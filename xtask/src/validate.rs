@@ -22,14 +22,22 @@
 //! `--from DIR` validates recordings kept earlier (`DIR/NAME/LABEL.istrace`, as
 //! `scenario --keep` or `validate --keep` leave them) without running anything, and needs
 //! no root; runs missing there are skipped.
+//!
+//! `--device hdd|flash|ram|all` chooses the device kinds (default: the emulated hard disk,
+//! its seed scenarios, recordings in `DIR/NAME/`). `flash` is the emulated flash device,
+//! `ram` a loop device on a file in /dev/shm; both run the fast-device scenarios
+//! (`scenario::FAST_NAMES`) and keep their recordings in `DIR/flash/NAME/`,
+//! `DIR/ram/NAME/`. Each kind ends with a summary table (scenario, run, number, recorded,
+//! predicted, error, within target), also written to `DIR/validate-KIND.json` with `--keep`.
+//! `--replay-arg=ARG` (repeatable) hands ARG to every `iosched-trace replay`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use iosched_testbed::{
     scenario::{
-        self, RunOptions, Tools, priority,
+        self, Bed, RunOptions, Tools, priority,
         validate::{self, Replayed},
         whatif,
     },
@@ -40,9 +48,18 @@ use crate::{BinArgs, cmd, disk, scratch};
 
 #[derive(Args)]
 pub struct ValidateArgs {
-    /// Scenarios to validate (default: all).
-    #[arg(value_parser = clap::builder::PossibleValuesParser::new(scenario::NAMES))]
+    /// Scenarios to validate (default: all of the device kind's: the seed scenarios on the
+    /// hard disk, the fast-device ones on flash and RAM).
+    #[arg(value_parser = clap::builder::PossibleValuesParser::new(
+        scenario::NAMES.into_iter().chain(scenario::FAST_NAMES)))]
     names: Vec<String>,
+    /// The device kinds to validate on.
+    #[arg(long, value_enum, default_value_t = DeviceArg::Hdd)]
+    device: DeviceArg,
+    /// An argument for every `iosched-trace replay` (repeatable), e.g.
+    /// `--replay-arg=--host-profile=FILE`.
+    #[arg(long = "replay-arg", value_name = "ARG", allow_hyphen_values = true)]
+    replay_args: Vec<String>,
     /// Keep the recordings in DIR/NAME/ (LABEL.istrace, LABEL.report.json).
     #[arg(long, value_name = "DIR", conflicts_with = "from")]
     keep: Option<PathBuf>,
@@ -57,20 +74,40 @@ pub struct ValidateArgs {
     bin: BinArgs,
 }
 
+/// `--device`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum DeviceArg {
+    /// The emulated rotational disk (seed scenarios).
+    Hdd,
+    /// The emulated flash device, default parameters (fast-device scenarios).
+    Flash,
+    /// A RAM-backed loop device (fast-device scenarios).
+    Ram,
+    /// hdd, flash and ram, one after the other.
+    All,
+}
+
+impl DeviceArg {
+    fn beds(self) -> Vec<Bed> {
+        let flash = || Bed::Flash(Default::default());
+        match self {
+            DeviceArg::Hdd => vec![Bed::Hdd],
+            DeviceArg::Flash => vec![flash()],
+            DeviceArg::Ram => vec![Bed::Ram],
+            DeviceArg::All => vec![Bed::Hdd, flash(), Bed::Ram],
+        }
+    }
+}
+
 /// Target of a cross-prediction error, %.
 const CROSS_TARGET: f64 = 25.0;
 const SELF_THR_TARGET: f64 = 10.0;
 const SELF_Q2C_TARGET: f64 = 15.0;
 
 pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
-    let names: Vec<&str> = if args.names.is_empty() {
-        scenario::NAMES.to_vec()
-    } else {
-        args.names.iter().map(String::as_str).collect()
-    };
     let trace_bin = args.bin.resolve()?;
     let work = tempdir()?;
-    let dir = match (&args.from, &args.keep) {
+    let base_dir = match (&args.from, &args.keep) {
         (Some(from), _) => from.clone(),
         (None, Some(keep)) => keep.clone(),
         (None, None) => work.path().to_owned(),
@@ -87,28 +124,101 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    let beds = args.device.beds();
+    let several = beds.len() > 1;
+    let mut failed = Vec::new();
+    for bed in &beds {
+        let names: Vec<&str> = if !args.names.is_empty() {
+            args.names.iter().map(String::as_str).collect()
+        } else if *bed == Bed::Hdd {
+            scenario::NAMES.to_vec()
+        } else {
+            scenario::FAST_NAMES.to_vec()
+        };
+        // The hard disk's recordings where they always were; the others' beside them.
+        let dir = match bed {
+            Bed::Hdd => base_dir.clone(),
+            other => base_dir.join(other.name()),
+        };
+        if several {
+            println!(
+                "
+==================== device: {} ====================",
+                bed.name()
+            );
+        }
+        let ctx = Ctx {
+            args,
+            trace_bin: &trace_bin,
+            daemon_bin: daemon_bin.as_deref(),
+            work: work.path(),
+        };
+        let started = std::time::Instant::now();
+        match validate_bed(&ctx, bed, &names, &dir) {
+            Ok(()) => eprintln!(
+                "validate: device {} done in {:.0} s",
+                bed.name(),
+                started.elapsed().as_secs_f64()
+            ),
+            Err(e) if several && !scratch::interrupted() => {
+                eprintln!("validate: device {} failed: {e:#}", bed.name());
+                failed.push(bed.name());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(keep) = &args.keep {
+        eprintln!("validate: recordings kept in {}", keep.display());
+    }
+    anyhow::ensure!(
+        failed.is_empty(),
+        "validation failed on {}",
+        failed.join(", ")
+    );
+    Ok(())
+}
+
+/// What every device kind's validation shares.
+struct Ctx<'a> {
+    args: &'a ValidateArgs,
+    trace_bin: &'a Path,
+    /// `None` with `--from` (nothing runs).
+    daemon_bin: Option<&'a Path>,
+    /// Scratch space (device profiles).
+    work: &'a Path,
+}
+
+/// Runs (unless `--from`) and validates `names` on `bed`, recordings in `dir/NAME/`, and
+/// prints the tables.
+fn validate_bed(ctx: &Ctx<'_>, bed: &Bed, names: &[&str], dir: &Path) -> anyhow::Result<()> {
+    let (args, trace_bin, work) = (ctx.args, ctx.trace_bin, ctx.work);
+    let extra = &args.replay_args[..];
+    let dir = dir.to_owned();
     let mut cross_rows = Vec::new();
     let mut self_rows = Vec::new();
     let mut explain_rows = Vec::new();
     let mut device_notes = Vec::new();
     let mut priority_notes = Vec::new();
-    for name in names {
+    for &name in names {
         let base = scenario::by_name(name).context("unknown scenario")?;
         let (planned, groups) = validate::plan(&base);
-        if let Some(daemon_bin) = &daemon_bin {
+        if let Some(daemon_bin) = ctx.daemon_bin {
             scratch::check_interrupted()?;
             scenario::run(
                 &planned,
                 &Tools {
-                    trace_bin: trace_bin.clone(),
-                    daemon_bin: daemon_bin.clone(),
+                    trace_bin: trace_bin.to_owned(),
+                    daemon_bin: daemon_bin.to_owned(),
                 },
                 &RunOptions {
                     keep: Some(dir.clone()),
                     interrupted: &scratch::interrupted,
                     verbose: true,
-                    // BFQ's own log in every BFQ recording: the decision-agreement table.
-                    sched_log: true,
+                    // BFQ's own log in every BFQ recording: the decision-agreement table. Not on
+                    // the fast devices: the ftrace blk tracer at tens of thousands of
+                    // requests a second would be the workload's bottleneck.
+                    sched_log: *bed == Bed::Hdd,
+                    bed: bed.clone(),
                 },
             )
             .with_context(|| format!("scenario {name}"))?;
@@ -119,7 +229,10 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
         for g in &groups {
             let f = file(&g.none);
             if f.is_file() && !args.own_fit {
-                fits.push((g.none.clone(), validate::fitted_device(&trace_bin, &f)?));
+                fits.push((
+                    g.none.clone(),
+                    validate::fitted_device(trace_bin, &f, extra)?,
+                ));
             }
         }
         let sequential = fits.iter().find(|(_, (_, streams))| *streams == 1).cloned();
@@ -130,7 +243,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                 continue;
             }
             let spec = validate::replay_spec(run);
-            let r = validate::replay(&trace_bin, &f, &spec)?;
+            let r = validate::replay_on(trace_bin, &f, &spec, None, extra)?;
             if let Some(line) = priority::mismatch(run, &r.processes) {
                 priority_notes.push(format!("{name:<21} {:<20} {line}", run.label));
             }
@@ -169,7 +282,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                 };
                 let profile_file = match profile {
                     Some((seq_label, m)) => {
-                        let p = work.path().join(format!("{name}-{}.device.json", g.none));
+                        let p = work.join(format!("{name}-{}.device.json", g.none));
                         std::fs::write(&p, serde_json::to_vec_pretty(&m)?)
                             .with_context(|| format!("writing {}", p.display()))?;
                         let note = format!(
@@ -184,7 +297,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                     }
                     None => None,
                 };
-                let mut r = validate::replay_on(&trace_bin, &f, &spec, profile_file.as_deref())?;
+                let mut r =
+                    validate::replay_on(trace_bin, &f, &spec, profile_file.as_deref(), extra)?;
                 // The reality is the other run's recording.
                 r.recorded = real.r.recorded.clone();
                 let reverse = if cross_within(&r) {
@@ -194,7 +308,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                         .iter()
                         .find(|row| row.scenario == name && row.label == g.none)
                         .expect("the none recording was replayed above");
-                    let back = validate::replay(&trace_bin, &file(other), &none_row.spec)?;
+                    let back =
+                        validate::replay_on(trace_bin, &file(other), &none_row.spec, None, extra)?;
                     Some(Reverse {
                         none_label: g.none.clone(),
                         predicted: back.predicted,
@@ -228,7 +343,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                     .map(|n| n.worst_p99_q2c_ms)
                     .filter(|ms| *ms > 0.0)
             };
-            let explained = whatif::explain(&trace_bin, &f)?;
+            let explained = whatif::explain(trace_bin, &f)?;
             let mut checks = Vec::new();
             for e in explained
                 .findings
@@ -291,10 +406,138 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
     print_self(&self_rows);
     print!("{}", validate::agreement_table(&agreement_rows(&self_rows)));
     print_explain(&explain_rows);
+    let summary = summary_rows(bed.name(), &self_rows, &cross_rows);
+    print_summary(bed.name(), &summary);
     if let Some(keep) = &args.keep {
-        eprintln!("validate: recordings kept in {}", keep.display());
+        let path = keep.join(format!("validate-{}.json", bed.name()));
+        std::fs::write(
+            &path,
+            serde_json::to_vec_pretty(&summary.iter().map(SummaryRow::json).collect::<Vec<_>>())?,
+        )
+        .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("validate: {} summary in {}", bed.name(), path.display());
     }
     Ok(())
+}
+
+/// One line of a device kind's summary table (and of its JSON).
+struct SummaryRow {
+    device: String,
+    scenario: String,
+    /// `self` (the recording replayed under its own configuration) or `cross` (the `none`
+    /// recording replayed under this run's).
+    check: &'static str,
+    /// The run whose recording is the reality, and its configuration.
+    run: String,
+    spec: String,
+    /// `MB/s` or `Q2C mean ms`.
+    number: &'static str,
+    recorded: f64,
+    predicted: f64,
+    error_pct: f64,
+    target_pct: f64,
+    within: bool,
+}
+
+impl SummaryRow {
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "device": self.device, "scenario": self.scenario, "check": self.check,
+            "run": self.run, "spec": self.spec, "number": self.number,
+            "recorded": self.recorded, "predicted": self.predicted,
+            "error_pct": self.error_pct, "target_pct": self.target_pct, "within": self.within,
+        })
+    }
+}
+
+fn summary_rows(device: &str, self_rows: &[Row<'_>], cross_rows: &[Row<'_>]) -> Vec<SummaryRow> {
+    let mut out = Vec::new();
+    let mut push = |row: &Row<'_>, check, number, real: f64, pred: f64, target: f64| {
+        let error_pct = validate::rel_err_pct(pred, real);
+        out.push(SummaryRow {
+            device: device.to_owned(),
+            scenario: row.scenario.to_owned(),
+            check,
+            run: row.label.clone(),
+            spec: row.spec.clone(),
+            number,
+            recorded: real,
+            predicted: pred,
+            error_pct,
+            target_pct: target,
+            within: error_pct.abs() <= target,
+        });
+    };
+    for row in self_rows {
+        let (real, pred) = (&row.r.recorded, &row.r.predicted);
+        push(
+            row,
+            "self",
+            "MB/s",
+            real.mb_per_s,
+            pred.mb_per_s,
+            SELF_THR_TARGET,
+        );
+        push(
+            row,
+            "self",
+            "Q2C mean ms",
+            real.q2c_mean_ms,
+            pred.q2c_mean_ms,
+            SELF_Q2C_TARGET,
+        );
+    }
+    for row in cross_rows {
+        let (real, pred) = (&row.r.recorded, &row.r.predicted);
+        push(
+            row,
+            "cross",
+            "MB/s",
+            real.mb_per_s,
+            pred.mb_per_s,
+            CROSS_TARGET,
+        );
+    }
+    out
+}
+
+fn print_summary(device: &str, rows: &[SummaryRow]) {
+    println!(
+        "\nsummary, device {device}: self = each recording replayed under its own scheduler \
+         (targets: MB/s {SELF_THR_TARGET}%, mean Q2C {SELF_Q2C_TARGET}%); cross = the `none` \
+         recording replayed under the run's scheduler, vs that run's recording (MB/s \
+         {CROSS_TARGET}%)\n"
+    );
+    println!(
+        "{:<21} {:<6} {:<46} {:<12} {:>10} {:>10} {:>8} {:>7}",
+        "scenario",
+        "check",
+        "run (configuration)",
+        "number",
+        "recorded",
+        "predicted",
+        "err",
+        "within"
+    );
+    for r in rows {
+        println!(
+            "{:<21} {:<6} {:<46} {:<12} {:>10.2} {:>10.2} {:>+7.1}% {:>7}",
+            r.scenario,
+            r.check,
+            format!("{} ({})", r.run, r.spec),
+            r.number,
+            r.recorded,
+            r.predicted,
+            r.error_pct,
+            if r.within { "yes" } else { "no" },
+        );
+    }
+    let within = rows.iter().filter(|r| r.within).count();
+    println!(
+        "
+{device}: {within} of {} within target",
+        rows.len()
+    );
 }
 
 struct Row<'a> {
@@ -637,6 +880,66 @@ mod tests {
             real: numbers(0.48, 395.0),
         };
         (row, reverse)
+    }
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        v: ValidateArgs,
+    }
+
+    #[test]
+    fn device_kinds_and_replay_arguments_parse() {
+        use clap::Parser as _;
+        let cli = Cli::try_parse_from([
+            "validate",
+            "--device",
+            "all",
+            "--replay-arg=--host-profile=/tmp/h.json",
+            "--replay-arg",
+            "--set=iodepth=4",
+            "fast-randread",
+        ])
+        .unwrap();
+        assert_eq!(cli.v.device, DeviceArg::All);
+        assert_eq!(
+            cli.v.replay_args,
+            ["--host-profile=/tmp/h.json", "--set=iodepth=4"]
+        );
+        assert_eq!(cli.v.names, ["fast-randread"]);
+        let names: Vec<&str> = DeviceArg::All.beds().iter().map(Bed::name).collect();
+        assert_eq!(names, ["hdd", "flash", "ram"]);
+        // Today's behaviour by default: the hard disk only.
+        let cli = Cli::try_parse_from(["validate"]).unwrap();
+        assert_eq!(cli.v.device.beds(), [Bed::Hdd]);
+        assert!(cli.v.replay_args.is_empty());
+    }
+
+    #[test]
+    fn the_summary_has_two_self_rows_per_recording_and_a_cross_row_per_prediction() {
+        let (row, _) = row_and_reverse(0.60, 0.48);
+        let rows = summary_rows(
+            "flash",
+            std::slice::from_ref(&row),
+            std::slice::from_ref(&row),
+        );
+        let what: Vec<(&str, &str, bool)> =
+            rows.iter().map(|r| (r.check, r.number, r.within)).collect();
+        // Predicted 0.48 MB/s for 0.60: -20%, beyond the 10% of self-consistency, within
+        // the 25% of cross-prediction; mean Q2C (32 readers' Little's law) +25%.
+        assert_eq!(
+            what,
+            [
+                ("self", "MB/s", false),
+                ("self", "Q2C mean ms", false),
+                ("cross", "MB/s", true)
+            ]
+        );
+        assert!((rows[0].error_pct + 20.0).abs() < 1e-9);
+        let json = rows[2].json();
+        assert_eq!(json["device"], "flash");
+        assert_eq!(json["check"], "cross");
+        assert_eq!(json["within"], true);
     }
 
     #[test]

@@ -1,20 +1,20 @@
-//! `iosched-hdd`: serve one file with the timing of a rotational disk (see the library's
-//! `daemon` module). Runs in the foreground until the file is unmounted or it gets SIGTERM.
+//! `iosched-hdd`: serve one file with the timing of a rotational disk or of a flash device
+//! (`--kind flash`; see the library's `daemon` module). Runs in the foreground until the file is unmounted or it gets SIGTERM.
 
 use std::{path::PathBuf, process::ExitCode};
 
 use anyhow::Context as _;
 use clap::Parser;
-use iosched_disk::DiskModel;
+use iosched_disk::{DiskModel, FlashModel};
 use iosched_testbed::{
-    args::{ModelArgs, parse_disk_size},
-    daemon::{self, Config},
+    args::{DeviceKind, FlashArgs, ModelArgs, parse_disk_size},
+    daemon::{self, Config, Timing},
 };
 
 #[derive(Parser)]
 #[command(
     name = "iosched-hdd",
-    about = "A FUSE file with the timing of a rotational disk"
+    about = "A FUSE file with the timing of a rotational disk or a flash device"
 )]
 struct Cli {
     /// An existing regular file to mount over; it becomes the disk file.
@@ -23,8 +23,13 @@ struct Cli {
     /// Size of the disk file (e.g. 2G).
     #[arg(long, value_parser = parse_disk_size)]
     size: u64,
+    /// The device emulated: its parameters are the rotational flags or the flash ones.
+    #[arg(long, value_enum, default_value_t = DeviceKind::Hdd)]
+    kind: DeviceKind,
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    flash: FlashArgs,
     /// Answer every request at once: measures the daemon itself.
     #[arg(long)]
     no_delay: bool,
@@ -47,10 +52,14 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let model = if cli.no_delay {
-        None
-    } else {
-        Some(DiskModel::new(cli.model.params(), cli.size).context("bad disk parameters")?)
+    let model = match (cli.no_delay, cli.kind) {
+        (true, _) => None,
+        (false, DeviceKind::Hdd) => Some(Timing::Hdd(
+            DiskModel::new(cli.model.params(), cli.size).context("bad disk parameters")?,
+        )),
+        (false, DeviceKind::Flash) => Some(Timing::Flash(
+            FlashModel::new(cli.flash.params()).context("bad flash parameters")?,
+        )),
     };
     let config = Config {
         mountpoint: cli.mount,

@@ -8,6 +8,7 @@
 //! NAME` and the root tests in `tests/tests/scenarios.rs` both go through here, so a
 //! scenario is defined once. What each one shows on this kernel: `docs/SCENARIOS.md`.
 
+pub mod bed;
 pub mod priority;
 pub mod runner;
 pub mod summary;
@@ -16,6 +17,7 @@ pub mod whatif;
 
 use std::fmt;
 
+pub use bed::Bed;
 pub use runner::{RunOptions, RunOutcome, ScenarioError, Tools, run};
 pub use summary::{RunSummary, table};
 
@@ -84,9 +86,61 @@ pub const NAMES: [&str; 5] = [
     "many-readers-latency",
 ];
 
+/// The fast-device scenarios: what `cargo xtask validate` runs on the emulated flash device
+/// and on a RAM-backed loop device, each under none, mq-deadline, bfq and kyber. No mailing
+/// list thread behind them: workloads where a fast device's schedulers differ in their own
+/// cost (issue 20).
+pub const FAST_NAMES: [&str; 3] = ["fast-randread", "fast-seq-rand", "fast-randrw"];
+
 /// The scenario called `name`, or `None`.
 pub fn by_name(name: &str) -> Option<Scenario> {
     Some(match name {
+        "fast-randread" => fast(
+            "fast-randread",
+            "2 fio jobs, 4 KiB random reads, libaio, iodepth 8",
+            &[
+                "--name=randread",
+                "--rw=randread",
+                "--bs=4k",
+                "--direct=1",
+                "--ioengine=libaio",
+                "--iodepth=8",
+                "--numjobs=2",
+                "--randrepeat=0",
+            ],
+        ),
+        "fast-seq-rand" => fast(
+            "fast-seq-rand",
+            "one sequential 128 KiB reader (iodepth 4) beside one 4 KiB random reader (iodepth 1)",
+            &[
+                "--direct=1",
+                "--ioengine=libaio",
+                "--randrepeat=0",
+                "--name=seq",
+                "--rw=read",
+                "--bs=128k",
+                "--iodepth=4",
+                "--name=rand",
+                "--rw=randread",
+                "--bs=4k",
+                "--iodepth=1",
+            ],
+        ),
+        "fast-randrw" => fast(
+            "fast-randrw",
+            "2 fio jobs, 4 KiB random 70% reads / 30% writes, libaio, iodepth 8",
+            &[
+                "--name=randrw",
+                "--rw=randrw",
+                "--rwmixread=70",
+                "--bs=4k",
+                "--direct=1",
+                "--ioengine=libaio",
+                "--iodepth=8",
+                "--numjobs=2",
+                "--randrepeat=0",
+            ],
+        ),
         "multi-reader" => multi_reader(),
         "dsync-journal" => dsync_journal(),
         "tiny-seq-writes" => tiny_seq_writes(),
@@ -97,6 +151,28 @@ pub fn by_name(name: &str) -> Option<Scenario> {
 }
 
 const GIB: u64 = 1 << 30;
+
+/// How long each fast-device run's workload runs, seconds.
+pub const FAST_RUNTIME_S: u32 = 3;
+
+/// A fast-device scenario: one fio workload (`args`, the time limit added) under none,
+/// mq-deadline, bfq and kyber, on a 512 MiB device.
+fn fast(name: &'static str, about: &'static str, args: &[&str]) -> Scenario {
+    let runtime = format!("--runtime={FAST_RUNTIME_S}");
+    let mut all: Vec<&str> = vec!["--time_based", &runtime, "--size=512m"];
+    all.extend_from_slice(args);
+    let runs = ["none", "mq-deadline", "bfq", "kyber"]
+        .into_iter()
+        .map(|sched| define(sched, sched, &[], fio(&all)))
+        .collect();
+    Scenario {
+        name,
+        seed: "",
+        about,
+        disk_size: GIB / 2,
+        runs,
+    }
+}
 
 /// Queue attributes a run writes: `(attribute, value)`.
 type Settings<'a> = &'a [(&'static str, &'a str)];
@@ -317,7 +393,7 @@ mod tests {
 
     #[test]
     fn every_name_resolves_and_labels_are_unique() {
-        for name in NAMES {
+        for name in NAMES.into_iter().chain(FAST_NAMES) {
             let scenario = by_name(name).unwrap();
             assert_eq!(scenario.name, name);
             let mut labels: Vec<_> = scenario.runs.iter().map(|r| r.label.as_str()).collect();

@@ -19,11 +19,16 @@ use std::{
 use serde_json::Value;
 use thiserror::Error;
 
-use super::{Run, Scenario, Workload, summary::RunSummary};
+use super::{
+    Run, Scenario, Workload,
+    bed::{Bed, Device},
+    summary::RunSummary,
+};
 use crate::{
+    loop_device::LoopError,
     mounts::{self, is_mount_point},
     recorder::{Recorder, RecorderError},
-    rig::{Hdd, HddConfig, RigError},
+    rig::RigError,
     tempdir::TempDir,
 };
 
@@ -34,6 +39,8 @@ const RECORDER_READY: Duration = Duration::from_secs(30);
 pub enum ScenarioError {
     #[error("emulated disk: {0}")]
     Rig(#[from] RigError),
+    #[error("RAM loop device: {0}")]
+    Loop(#[from] LoopError),
     #[error("{what}: {err}")]
     Io { what: String, err: io::Error },
     #[error("`{command}` failed ({status}): {stderr}")]
@@ -87,6 +94,8 @@ pub struct RunOptions<'a> {
     /// Record BFQ runs with `--sched-log` (BFQ's own decision log, for the model's
     /// decision-level agreement).
     pub sched_log: bool,
+    /// The device the runs run on (default: the emulated rotational disk).
+    pub bed: Bed,
 }
 
 impl Default for RunOptions<'_> {
@@ -96,6 +105,7 @@ impl Default for RunOptions<'_> {
             interrupted: &|| false,
             verbose: true,
             sched_log: false,
+            bed: Bed::Hdd,
         }
     }
 }
@@ -115,14 +125,15 @@ pub struct RunOutcome {
     pub fio: Option<Value>,
 }
 
-/// Runs every run of `scenario` on one fresh emulated disk; tears everything down before
-/// returning, also on error.
+/// Runs every run of `scenario` on one fresh device (`options.bed`: the emulated disk by
+/// default); tears everything down before returning, also on error.
 pub fn run(
     scenario: &Scenario,
     tools: &Tools,
     options: &RunOptions<'_>,
 ) -> Result<Vec<RunOutcome>, ScenarioError> {
-    for bin in [&tools.trace_bin, &tools.daemon_bin] {
+    let needs_daemon = options.bed != Bed::Ram;
+    for bin in std::iter::once(&tools.trace_bin).chain(needs_daemon.then_some(&tools.daemon_bin)) {
         if !bin.is_file() {
             return Err(ScenarioError::Io {
                 what: format!("{} (build it first)", bin.display()),
@@ -143,16 +154,17 @@ pub fn run(
         }
         None => scratch.path().to_owned(),
     };
-    let config = HddConfig::new(
+    let mut disk = Device::up(
+        &options.bed,
         &tools.daemon_bin,
-        scratch.path().join("disk"),
+        scratch.path(),
         scenario.disk_size,
-    );
-    let mut disk = Hdd::up(&config)?;
+    )?;
     if options.verbose {
         eprintln!(
-            "scenario {}: emulated disk {} ({} MiB); {} runs",
+            "scenario {}: {} device {} ({} MiB); {} runs",
             scenario.name,
+            options.bed.name(),
             disk.device().display(),
             scenario.disk_size >> 20,
             scenario.runs.len()
@@ -190,7 +202,7 @@ pub fn run(
 
 fn run_one(
     run: &Run,
-    disk: &mut Hdd,
+    disk: &mut Device,
     defaults: &mut BTreeMap<&'static str, String>,
     tools: &Tools,
     options: &RunOptions<'_>,
@@ -240,9 +252,11 @@ fn run_one(
     let (workload_secs, fio) = match &run.workload {
         Workload::Fio(args) => {
             let fio_out = scratch.join(format!("{}.fio.json", run.label));
+            // The file name first, in fio's global section: every job of a workload of
+            // several (`--name=a ... --name=b ...`) reads the device.
             let mut cmd = Command::new("fio");
-            cmd.args(args)
-                .arg(format!("--filename={}", disk.device().display()))
+            cmd.arg(format!("--filename={}", disk.device().display()))
+                .args(args)
                 .arg("--output-format=json")
                 .arg(format!("--output={}", fio_out.display()));
             let mut recorder =

@@ -377,18 +377,20 @@ pub fn agreement_table(rows: &[AgreementRow]) -> String {
 
 /// `iosched-trace replay FILE --sched SPEC --json`.
 pub fn replay(trace_bin: &Path, file: &Path, spec: &str) -> Result<Replayed, ScenarioError> {
-    replay_on(trace_bin, file, spec, None)
+    replay_on(trace_bin, file, spec, None, &[])
 }
 
 /// [`replay`] on the device model in `profile` (`--device-profile`) instead of the one
-/// fitted from the recording.
+/// fitted from the recording, with `extra` arguments given to `replay` as they are (e.g.
+/// `--host-profile=FILE`).
 pub fn replay_on(
     trace_bin: &Path,
     file: &Path,
     spec: &str,
     profile: Option<&Path>,
+    extra: &[String],
 ) -> Result<Replayed, ScenarioError> {
-    let v = replay_json(trace_bin, file, spec, profile)?;
+    let v = replay_json(trace_bin, file, spec, profile, extra)?;
     let bad = |err: String| ScenarioError::Report {
         path: file.to_owned(),
         err,
@@ -424,9 +426,13 @@ pub fn replay_on(
 }
 
 /// The recording's fitted device model and how many processes its workload has, as
-/// `replay --json` gives them.
-pub fn fitted_device(trace_bin: &Path, file: &Path) -> Result<(Value, usize), ScenarioError> {
-    let v = replay_json(trace_bin, file, "none", None)?;
+/// `replay --json` (with `extra` arguments) gives them.
+pub fn fitted_device(
+    trace_bin: &Path,
+    file: &Path,
+    extra: &[String],
+) -> Result<(Value, usize), ScenarioError> {
+    let v = replay_json(trace_bin, file, "none", None, extra)?;
     let streams = v["workload"].as_array().map_or(0, Vec::len);
     Ok((v["device_model"].clone(), streams))
 }
@@ -468,17 +474,20 @@ pub fn sequential_and_seeking(sequential: &Value, seeking: &Value) -> Option<Val
     }))
 }
 
-/// `iosched-trace replay FILE --sched SPEC --json [--device-profile PROFILE]`, parsed.
+/// `iosched-trace replay FILE --sched SPEC --json [--device-profile PROFILE] EXTRA...`,
+/// parsed.
 fn replay_json(
     trace_bin: &Path,
     file: &Path,
     spec: &str,
     profile: Option<&Path>,
+    extra: &[String],
 ) -> Result<Value, ScenarioError> {
     let mut args: Vec<&std::ffi::OsStr> = vec!["--sched".as_ref(), spec.as_ref()];
     if let Some(p) = profile {
         args.extend(["--device-profile".as_ref(), p.as_os_str()]);
     }
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
     run_json(
         trace_bin,
         "replay",
@@ -544,11 +553,11 @@ pub fn idle_err(predicted_pct: f64, real_pct: f64) -> (f64, &'static str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::{NAMES, by_name};
+    use crate::scenario::{FAST_NAMES, NAMES, by_name};
 
     #[test]
     fn every_group_has_none_bfq_and_mq_deadline_and_labels_stay_unique() {
-        for name in NAMES {
+        for name in NAMES.into_iter().chain(FAST_NAMES) {
             let (s, groups) = plan(&by_name(name).unwrap());
             let mut labels: Vec<&str> = s.runs.iter().map(|r| r.label.as_str()).collect();
             let n = labels.len();
