@@ -133,3 +133,66 @@ fn with_headroom_the_cost_changes_nothing() {
         "{bfq} vs {uncharged}"
     );
 }
+
+#[test]
+fn explain_names_a_cpu_bound_schedulers_own_cost_and_what_none_would_do() {
+    use iosched_core::source::MemorySource;
+
+    use crate::{
+        explain::{self, Cause, Claim, Verdict},
+        scenarios::trace,
+        sched::SchedKind,
+        workload,
+    };
+    let base = replayer();
+    let mut info = base.workload.device.clone();
+    info.scheduler = Some("bfq".into());
+    let events = trace(
+        &base.workload,
+        &base.device,
+        SchedKind::Bfq,
+        &Settings::default(),
+    )
+    .unwrap();
+    let mut src = MemorySource::new(vec![info.clone()], events.clone());
+    let mut w = workload::extract(&mut src, None).unwrap();
+    let requests = w.service.len() as u64;
+    let span_ns = w.end_ns - w.start_ns;
+    // Every CPU busy; bfq's cost half of each request's CPU time.
+    let per_request = 2.0 * span_ns as f64 / requests as f64;
+    w.cpu = Some(CpuUse {
+        span_ns,
+        busy_ns: 2 * span_ns,
+        idle_ns: 0,
+        recorder_ns: 0,
+        online_cpus: 2,
+    });
+    w.host_profile = Some(profile(per_request / 4.0, per_request / 2.0));
+    let r = Replayer::new(w, Some(base.device.clone()), vec![0, 1]).unwrap();
+    assert_eq!(r.cpu.profile_source, ProfileSource::Recording);
+    let mut src = MemorySource::new(vec![info], events);
+    let (recorded, report) = crate::replay::recorded_summary(&mut src, &r.workload).unwrap();
+    let e = explain::explain(&r, &recorded, &report).unwrap();
+    assert!(e.model_check.reproduces(), "{:?}", e.model_check);
+    let f = e
+        .findings
+        .iter()
+        .find(|f| f.cause == Cause::SchedulerCost)
+        .unwrap_or_else(|| panic!("{:#?}", e.findings));
+    let Claim::SchedCost(c) = &f.claim else {
+        panic!()
+    };
+    assert_eq!(c.bound, explain::sched_cost::Bound::Cpu);
+    // Under none each request costs half as much CPU: twice the rate, the arithmetic's.
+    let est = f.estimate.as_ref().unwrap();
+    assert!((est.change_pct - 100.0).abs() < 5.0, "{est:?}");
+    // mq-deadline (a quarter) as the alternative: 2 / 1.5 - 1 = +33%.
+    assert!(
+        f.alternatives
+            .iter()
+            .any(|a| (a.change_pct - 100.0 / 3.0).abs() < 5.0),
+        "{:?}",
+        f.alternatives
+    );
+    assert!(matches!(e.verdict, Verdict::Findings(_)), "{:?}", e.verdict);
+}
