@@ -9,14 +9,14 @@
 //!
 //! - **CPU**: the recording shows its machine's busy CPU time per request, `w` (the CPU
 //!   samples of format 1.5: everything the machine did, the tracer included, over the requests
-//!   the device issued). Under scheduler `S` each request costs `w + cost(S) - cost(recorded)`.
-//!   A run at `R` requests/s needs `R (w + delta)` of the `cpus` the machine has; beyond them
-//!   the run is stretched by that ratio: every interval of the workload and the device (think
-//!   times, open-loop arrivals, service times) lengthens, timers do not, so a CPU-bound run
-//!   ends at `cpus / (w + delta)` requests/s, which is what a saturated machine does. A
-//!   recording that was CPU-bound (90% busy or more) under a costlier scheduler is
-//!   compressed the other way when the scheduler replayed costs less (an upper bound: CPU
-//!   was the one limit the recording shows).
+//!   the device issued), and its busy share `u`. Under scheduler `S` each request costs
+//!   `w + delta`, `delta = cost(S) - cost(recorded)`. The CPUs' part of each request's cycle
+//!   (`u` of it) lengthens by `(w + delta) / w`, the rest (the device, waiting) does not: the
+//!   run is stretched by `1 + u delta / w` (shortened where `delta < 0`), and at least by what
+//!   the CPUs can give, `R (w + delta) / cpus` at the simulated rate `R`, so a saturated
+//!   machine ends at `cpus / (w + delta)` requests/s. Stretched means every interval of the
+//!   workload and the device (think times, open-loop arrivals, service times) lengthens and
+//!   timers do not.
 //! - **Lock**: bfq and mq-deadline serialise every request of a device, kyber every request
 //!   of a domain (reads, writes, other), `none` nothing of its own: at most
 //!   `1e9 / hold` requests/s per lock, whatever the CPUs ([`lock_hold_ns`]).
@@ -82,6 +82,8 @@ pub struct CpuCharge {
     pub cpu_demand: Option<f64>,
     /// The most the CPUs allow at this scheduler's cost, requests/s.
     pub cpu_cap_iops: Option<f64>,
+    /// The recording's busy share: the part of each request's cycle the CPUs took.
+    pub cpu_busy_share: Option<f64>,
     /// The most its lock allows, requests/s (`None`: no lock of its own).
     pub lock_cap_iops: Option<f64>,
     /// How much longer (> 1) or shorter (< 1) every interval of the run became.
@@ -96,9 +98,13 @@ pub enum Bound {
     /// Neither the CPUs nor the lock: the run stands as simulated.
     #[default]
     Neither,
+    /// The CPUs: the run would need more than the machine has.
     Cpu,
+    /// The CPUs' share of each request's cycle: more CPU time per request lengthens the part
+    /// of the cycle the CPUs took (the recording's busy share of it).
+    CpuShare,
     Lock,
-    /// Less CPU than the recorded scheduler on a CPU-bound recording: faster.
+    /// Less CPU time per request than the recorded scheduler: that part of the cycle shorter.
     CpuFreed,
 }
 
@@ -152,17 +158,21 @@ impl CpuModel {
         };
         let mut stretch = 1.0;
         let mut bound = Bound::Neither;
-        if let Some(d) = cpu_demand {
-            if d > 1.0 + STRETCH_EPSILON {
+        if let (Some(d), Some(w), Some(c)) = (cpu_demand, self.busy_ns_per_request, self.recorded) {
+            // The share of each request's cycle the CPUs took is the machine's busy share:
+            // that part lengthens with the CPU time per request, the rest (waiting for the
+            // device, idle) does not.
+            let share = c.busy_share();
+            let partly = 1.0 + share * added / w.max(1.0);
+            if d > 1.0 + STRETCH_EPSILON && d >= partly * (1.0 - 1e-9) {
                 stretch = d;
                 bound = Bound::Cpu;
-            } else if added < 0.0 && self.cpu_bound() {
-                let w = self.busy_ns_per_request.expect("with a demand");
-                let f = (w + added).max(1.0) / w;
-                if f < 1.0 - STRETCH_EPSILON {
-                    stretch = f.max(d);
-                    bound = Bound::CpuFreed;
-                }
+            } else if partly > 1.0 + STRETCH_EPSILON {
+                stretch = partly;
+                bound = Bound::CpuShare;
+            } else if partly < 1.0 - STRETCH_EPSILON {
+                stretch = partly.max(0.1);
+                bound = Bound::CpuFreed;
             }
         }
         let locks = match sched {
@@ -186,6 +196,7 @@ impl CpuModel {
             simulated_iops: iops,
             cpu_demand,
             cpu_cap_iops,
+            cpu_busy_share: self.recorded.map(|c| c.busy_share()),
             lock_cap_iops,
             stretch,
             bound,
@@ -262,12 +273,16 @@ mod tests {
     }
 
     #[test]
-    fn headroom_absorbs_the_cost() {
-        // Half busy (10 µs per request): BFQ's 5 µs more needs 75% of the CPUs: no bound.
+    fn a_half_busy_machine_loses_half_of_what_a_saturated_one_would() {
+        // Half busy (10 µs per request): BFQ's 5 µs more lengthens the CPUs' half of each
+        // request's cycle by half: x1.25, though the CPUs would only be 75% busy.
         let m = model(0.5, "none", 5_000.0);
         let c = m.charge(SchedKind::Bfq, 100_000.0, 1);
-        assert!(!c.stretches(), "{c:?}");
+        assert_eq!(c.bound, Bound::CpuShare, "{c:?}");
+        assert!((c.stretch - 1.25).abs() < 1e-9, "{c:?}");
         assert!((c.cpu_demand.unwrap() - 0.75).abs() < 1e-9, "{c:?}");
+        // A scheduler that costs nothing more changes nothing.
+        assert!(!m.charge(SchedKind::None, 100_000.0, 1).stretches());
     }
 
     #[test]

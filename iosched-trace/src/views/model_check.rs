@@ -114,17 +114,22 @@ pub fn charge_line(label: &str, c: &CpuCharge) -> Option<String> {
             c.simulated_iops,
             c.cpu_cap_iops.unwrap_or(0.0)
         ),
+        Bound::CpuShare => format!(
+            "partly CPU-bound: {:+.1} µs of CPU per request against the recorded scheduler, on \
+             a machine whose CPUs took {:.0}% of each request's cycle",
+            c.added_ns_per_request / 1e3,
+            c.cpu_busy_share.unwrap_or(0.0) * 100.0
+        ),
         Bound::Lock => format!(
             "lock-bound: {:.1} µs per request under its lock caps it at {:.0} IOPS",
             c.cost.serial_ns_per_request / 1e3,
             c.lock_cap_iops.unwrap_or(0.0)
         ),
         Bound::CpuFreed => format!(
-            "CPU freed: {:.1} µs less CPU per request than the recorded scheduler on a CPU-bound \
-             recording allows up to {:.0} IOPS (an upper bound: CPU was the one limit the \
-             recording shows)",
+            "CPU freed: {:.1} µs less CPU per request than the recorded scheduler, on a machine \
+             whose CPUs took {:.0}% of each request's cycle",
             -c.added_ns_per_request / 1e3,
-            c.cpu_cap_iops.unwrap_or(0.0)
+            c.cpu_busy_share.unwrap_or(0.0) * 100.0
         ),
     };
     Some(format!(
