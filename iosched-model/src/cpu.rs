@@ -243,13 +243,7 @@ mod tests {
 
     /// 2 CPUs, `busy` share of them busy for 1 s, 100k requests.
     fn model(busy: f64, scheduler: &str, bfq_ns: f64) -> CpuModel {
-        let use_ = CpuUse {
-            span_ns: 1_000_000_000,
-            busy_ns: (busy * 2e9) as u64,
-            idle_ns: ((1.0 - busy) * 2e9) as u64,
-            recorder_ns: 0,
-            online_cpus: 2,
-        };
+        let use_ = CpuUse::with_busy_share(1_000_000_000, 2, busy);
         CpuModel::new(
             profile(bfq_ns),
             ProfileSource::Defaults,
@@ -291,13 +285,7 @@ mod tests {
         let m = CpuModel::new(
             profile(5_000.0),
             ProfileSource::Defaults,
-            Some(CpuUse {
-                span_ns: 1_000_000_000,
-                busy_ns: 2_000_000_000,
-                idle_ns: 0,
-                recorder_ns: 0,
-                online_cpus: 2,
-            }),
+            Some(CpuUse::with_busy_share(1_000_000_000, 2, 1.0)),
             80_000,
             Some("bfq"),
         );

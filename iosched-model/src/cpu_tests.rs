@@ -47,6 +47,17 @@ fn profile(deadline_ns: f64, bfq_ns: f64) -> HostProfile {
     }
 }
 
+/// The synthetic recording's CPU context: its 8000 requests at the model's own rate under
+/// `none` on 2 CPUs, `busy` of them busy; and the CPU time per request that makes.
+fn recorded_cpu(r: &Replayer, busy: f64) -> (CpuUse, u64, f64) {
+    let (recorded_iops, _) = iops(r, "none");
+    let requests = 8000u64;
+    let span_ns = (requests as f64 / recorded_iops * 1e9) as u64;
+    let use_ = CpuUse::with_busy_share(span_ns, 2, busy);
+    let w = use_.busy_ns as f64 / requests as f64;
+    (use_, requests, w)
+}
+
 fn iops(r: &Replayer, spec: &str) -> (f64, crate::cpu::CpuCharge) {
     let run = r
         .run(&Config::parse(spec, &Settings::default()).unwrap())
@@ -60,16 +71,7 @@ fn a_cpu_bound_recording_loses_exactly_what_each_schedulers_cost_takes() {
     // The recording: what the model does as recorded, on a machine whose 2 CPUs were all
     // busy: w = 2 CPUs x span / requests.
     let (recorded_iops, _) = iops(&r, "none");
-    let requests = 8000u64;
-    let span_ns = (requests as f64 / recorded_iops * 1e9) as u64;
-    let use_ = CpuUse {
-        span_ns,
-        busy_ns: 2 * span_ns,
-        idle_ns: 0,
-        recorder_ns: 0,
-        online_cpus: 2,
-    };
-    let w = 2.0 * span_ns as f64 / requests as f64;
+    let (use_, requests, w) = recorded_cpu(&r, 1.0);
     // mq-deadline adds a quarter of w, bfq as much as w.
     r.cpu = CpuModel::new(
         profile(w / 4.0, w),
@@ -102,18 +104,8 @@ fn a_cpu_bound_recording_loses_exactly_what_each_schedulers_cost_takes() {
 #[test]
 fn a_quarter_busy_machine_loses_a_quarter_of_what_a_saturated_one_would() {
     let mut r = replayer();
-    let (recorded_iops, _) = iops(&r, "none");
-    let requests = 8000u64;
-    let span_ns = (requests as f64 / recorded_iops * 1e9) as u64;
     // A quarter busy: bfq's cost of w doubles the CPUs' quarter of each request's cycle.
-    let use_ = CpuUse {
-        span_ns,
-        busy_ns: span_ns / 2,
-        idle_ns: 2 * span_ns - span_ns / 2,
-        recorder_ns: 0,
-        online_cpus: 2,
-    };
-    let w = (span_ns / 2) as f64 / requests as f64;
+    let (use_, requests, w) = recorded_cpu(&r, 0.25);
     r.cpu = CpuModel::new(
         profile(0.0, w),
         ProfileSource::Given("test".into()),
@@ -160,13 +152,7 @@ fn explain_names_a_cpu_bound_schedulers_own_cost_and_what_none_would_do() {
     let span_ns = w.end_ns - w.start_ns;
     // Every CPU busy; bfq's cost half of each request's CPU time.
     let per_request = 2.0 * span_ns as f64 / requests as f64;
-    w.cpu = Some(CpuUse {
-        span_ns,
-        busy_ns: 2 * span_ns,
-        idle_ns: 0,
-        recorder_ns: 0,
-        online_cpus: 2,
-    });
+    w.cpu = Some(CpuUse::with_busy_share(span_ns, 2, 1.0));
     w.host_profile = Some(profile(per_request / 4.0, per_request / 2.0));
     let r = Replayer::new(w, Some(base.device.clone()), vec![0, 1]).unwrap();
     assert_eq!(r.cpu.profile_source, ProfileSource::Recording);

@@ -291,13 +291,7 @@ mod tests {
     }
 
     fn cpu(busy_share: Option<f64>) -> CpuModel {
-        let use_ = busy_share.map(|b| CpuUse {
-            span_ns: 1_000_000_000,
-            busy_ns: (b * 2e9) as u64,
-            idle_ns: ((1.0 - b) * 2e9) as u64,
-            recorder_ns: 0,
-            online_cpus: 2,
-        });
+        let use_ = busy_share.map(|b| CpuUse::with_busy_share(1_000_000_000, 2, b));
         CpuModel::new(
             HostProfile::defaults(),
             ProfileSource::Defaults,

@@ -44,6 +44,20 @@ pub struct CpuUse {
 }
 
 impl CpuUse {
+    /// `online_cpus` CPUs over `span_ns`, `share` (0..1) of their time busy, none of it the
+    /// recorder's: a machine as a model's test or what-if describes it.
+    pub fn with_busy_share(span_ns: u64, online_cpus: u32, share: f64) -> CpuUse {
+        let total = span_ns as f64 * f64::from(online_cpus);
+        let busy_ns = (total * share.clamp(0.0, 1.0)).round() as u64;
+        CpuUse {
+            span_ns,
+            busy_ns,
+            idle_ns: total as u64 - busy_ns,
+            recorder_ns: 0,
+            online_cpus,
+        }
+    }
+
     /// Use between the samples nearest to `[start_ns, end_ns]` (the last at or before the
     /// start, the first at or after the end; the nearest ones where the samples do not reach).
     /// `None` with fewer than two samples.
