@@ -67,6 +67,8 @@ pub struct CpuModel {
     /// The recorded scheduler's name and its cost (0 where the profile has none).
     pub recorded_scheduler: Option<String>,
     pub recorded_cost: SchedCost,
+    /// Kyber's domains the workload uses (each has its own lock); set by the replayer.
+    pub kyber_domains: u32,
 }
 
 /// What a run was charged.
@@ -132,6 +134,7 @@ impl CpuModel {
             busy_ns_per_request,
             recorded_scheduler: recorded_scheduler.map(str::to_string),
             recorded_cost,
+            kyber_domains: 1,
         }
     }
 

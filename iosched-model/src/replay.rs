@@ -352,13 +352,14 @@ impl Replayer {
                 ProfileSource::Defaults,
             ),
         };
-        let cpu = CpuModel::new(
+        let mut cpu = CpuModel::new(
             profile,
             source,
             w.cpu,
             w.service.len() as u64,
             recorded_scheduler.as_deref(),
         );
+        cpu.kyber_domains = w.kyber_domains();
         Ok(Replayer {
             workload: w,
             device,
@@ -378,6 +379,7 @@ impl Replayer {
         profile: iosched_core::record::HostProfile,
         source: ProfileSource,
     ) {
+        let domains = self.cpu.kyber_domains;
         self.cpu = CpuModel::new(
             profile,
             source,
@@ -385,6 +387,7 @@ impl Replayer {
             self.workload.service.len() as u64,
             self.recorded_scheduler.as_deref(),
         );
+        self.cpu.kyber_domains = domains;
     }
 
     /// The same workload on another device model (a what-if on the device itself).
@@ -578,7 +581,7 @@ impl Replayer {
         let run = self.run_simulated(cfg)?;
         let charge = self
             .cpu
-            .charge(cfg.sched, run.summary.iops, self.workload.kyber_domains());
+            .charge(cfg.sched, run.summary.iops, self.cpu.kyber_domains);
         let mut run = if charge.stretches() {
             self.stretched(charge.stretch).run_simulated(cfg)?
         } else {
@@ -817,9 +820,7 @@ impl Replayer {
         } else {
             0.0
         };
-        let charge = self
-            .cpu
-            .charge(cfg.sched, iops, self.workload.kyber_domains());
+        let charge = self.cpu.charge(cfg.sched, iops, self.cpu.kyber_domains);
         if charge.stretches() {
             return Ok(bare(&self.stretched(charge.stretch))?.requests);
         }

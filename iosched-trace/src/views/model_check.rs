@@ -63,9 +63,9 @@ fn off_text(o: &Off) -> String {
             busy_share * 100.0
         ),
         Off::CpuUnknown { d2c_mean_ms } => format!(
-            "the CPU, perhaps (a device this fast, D2C {d2c_mean_ms:.3} ms, is bound by CPU \
-             time, and this recording has no CPU samples: record with iosched-trace 0.1 format \
-             1.5 or later)"
+            "the CPU, perhaps (a device this fast, D2C {d2c_mean_ms:.3} ms, can be bound by CPU \
+             time, and this recording has no CPU samples: recordings of format 1.5 and later \
+             have them)"
         ),
     }
 }
