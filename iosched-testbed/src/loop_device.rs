@@ -137,6 +137,12 @@ impl LoopDevice {
             self.restore.borrow_mut().push((attr.to_owned(), old));
         }
         let path = self.queue_path(attr);
+        // A loop device keeps its elevator when detached, and writing the active one is a
+        // no-op: the scheduler would keep what it took from the device's last use (BFQ's
+        // `nonrot_with_queueing` from a RAM-backed one). Through none it starts afresh.
+        if attr == "scheduler" && value != "none" && self.scheduler()? == value {
+            fs::write(&path, "none").map_err(io_err(format!("resetting {}", path.display())))?;
+        }
         fs::write(&path, value).map_err(|err| {
             // The scheduler's file lists what the kernel offers: worth saying when refused.
             let offered = if attr == "scheduler" {

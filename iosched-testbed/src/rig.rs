@@ -381,6 +381,13 @@ impl Hdd {
         } else {
             old.trim().to_owned()
         };
+        // A loop device keeps its elevator when detached, and writing the active one is a
+        // no-op: the scheduler would keep what it took from the device's last use (BFQ's
+        // `nonrot_with_queueing` from a RAM-backed one merges every new queue at once).
+        // Through none it starts on this queue as configured.
+        if attr == "scheduler" && value != "none" && old == value {
+            fs::write(&path, "none").map_err(io_err(format!("resetting {}", path.display())))?;
+        }
         fs::write(&path, value)
             .map_err(io_err(format!("writing {value} to {}", path.display())))?;
         if !self.state.restore.iter().any(|(a, _)| a == attr) {
