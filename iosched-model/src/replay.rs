@@ -578,17 +578,31 @@ impl Replayer {
     /// machine's CPUs or the scheduler's lock cannot keep up with the simulated rate, the
     /// workload and the device are replayed again, stretched until they can.
     pub fn run(&self, cfg: &Config) -> Result<Run, ReplayError> {
-        let run = self.run_simulated(cfg)?;
-        let charge = self
-            .cpu
-            .charge(cfg.sched, run.summary.iops, self.cpu.kyber_domains);
-        let mut run = if charge.stretches() {
-            self.stretched(charge.stretch).run_simulated(cfg)?
-        } else {
-            run
-        };
+        let (mut run, charge) = self.charged(cfg, |r| {
+            let run = r.run_simulated(cfg)?;
+            let iops = run.summary.iops;
+            Ok((run, iops))
+        })?;
         run.cpu = Some(charge);
         Ok(run)
+    }
+
+    /// `sim` on this replayer (what it produced, and the rate it simulated), `cfg`'s
+    /// scheduler charged for that rate, and `sim` again on the stretched replayer where the
+    /// charge binds ([`crate::cpu`]).
+    fn charged<T>(
+        &self,
+        cfg: &Config,
+        sim: impl Fn(&Replayer) -> Result<(T, f64), ReplayError>,
+    ) -> Result<(T, CpuCharge), ReplayError> {
+        let (out, iops) = sim(self)?;
+        let charge = self.cpu.charge(cfg.sched, iops, self.cpu.kyber_domains);
+        let out = if charge.stretches() {
+            sim(&self.stretched(charge.stretch))?.0
+        } else {
+            out
+        };
+        Ok((out, charge))
     }
 
     /// The same workload on the same device with every interval `f` times as long.
@@ -813,18 +827,17 @@ impl Replayer {
             let sim_cfg = r.sim_config(cfg.sched, &settings, false)?;
             Ok(sim::run(&r.workload, &r.device, scheduler, sim_cfg))
         };
-        let result = bare(self)?;
-        let span_s = (result.end_ns - result.start_ns) as f64 / 1e9;
-        let iops = if span_s > 0.0 {
-            result.requests as f64 / span_s
-        } else {
-            0.0
-        };
-        let charge = self.cpu.charge(cfg.sched, iops, self.cpu.kyber_domains);
-        if charge.stretches() {
-            return Ok(bare(&self.stretched(charge.stretch))?.requests);
-        }
-        Ok(result.requests)
+        let (requests, _) = self.charged(cfg, |r| {
+            let result = bare(r)?;
+            let span_s = (result.end_ns - result.start_ns) as f64 / 1e9;
+            let iops = if span_s > 0.0 {
+                result.requests as f64 / span_s
+            } else {
+                0.0
+            };
+            Ok((result.requests, iops))
+        })?;
+        Ok(requests)
     }
 }
 

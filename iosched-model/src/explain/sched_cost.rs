@@ -17,7 +17,7 @@
 use super::super::{device::DeviceModel, sched::SchedKind};
 use super::{
     Evidence as AnyEvidence, Finding, MIN_EFFECT_PCT,
-    parts::{Cause, Fix, RangeBasis, RangeEnd},
+    parts::{Cause, RangeBasis, RangeEnd},
     runner::{Context, Diagnosis, Runs, WhatIf},
 };
 
@@ -197,11 +197,6 @@ impl Diagnosis for SchedCost {
             Some(first),
         );
         f.alternatives = estimates;
-        debug_assert!(
-            f.estimate
-                .as_ref()
-                .is_some_and(|e| matches!(e.what_if, Fix::Config(_)))
-        );
         vec![f]
     }
 }
