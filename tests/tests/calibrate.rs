@@ -161,7 +161,9 @@ fn calibrate_writes_a_plausible_profile_and_record_carries_it() {
         .find_map(|l| l.strip_prefix("# cpu samples: "))
         .expect("no cpu samples line in dump");
     let n: u32 = samples.split_whitespace().next().unwrap().parse().unwrap();
-    assert!(n >= 3, "{samples}");
+    // One at the start, one at the end, and one every 100 ms between (more than 1.5 s
+    // here): the workload's CPU use is bracketed within a tenth of a second.
+    assert!(n >= 12, "{samples}");
 }
 
 /// SIGINT in the middle of the measurements: calibrate says it was interrupted, exits
