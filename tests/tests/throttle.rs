@@ -151,11 +151,22 @@ fn write_waits_in(events: &[(u64, String, String)]) -> u64 {
         .count() as u64
 }
 
-#[test]
-fn explain_names_wbt_throttling_of_a_buffered_write_flood() {
-    if !real_kernel_available("explain_names_wbt_throttling_of_a_buffered_write_flood") {
-        return;
-    }
+/// Runs of the flood before the test gives up on the kernel throttling it.
+const FLOOD_ATTEMPTS: usize = 3;
+
+/// One buffered write flood under a direct reader, recorded by us and by the kernel's own
+/// events; `oracle`: the writes the kernel's events show waiting in wbt.
+struct Flood {
+    _out: iosched_trace_tests::TempDir,
+    file: PathBuf,
+    kernel: Vec<(u64, String, String)>,
+    recording: iosched_trace_tests::Recording,
+    timers: usize,
+    oracle: u64,
+    writer_pid: u32,
+}
+
+fn throttled_flood() -> Flood {
     let disk = ScratchLoop::new("wbt", 768, "mq-deadline").unwrap();
     // A 1 µs read-latency target: wbt on (it is by default under mq-deadline), and every
     // read misses the target, so wbt scales its depth down to a write or two while the
@@ -250,6 +261,52 @@ fn explain_names_wbt_throttling_of_a_buffered_write_flood() {
         );
     }
     let oracle = write_waits_in(&kernel);
+    Flood {
+        _out: out,
+        file,
+        kernel,
+        recording,
+        timers,
+        oracle,
+        writer_pid,
+    }
+}
+
+#[test]
+fn explain_names_wbt_throttling_of_a_buffered_write_flood() {
+    if !real_kernel_available("explain_names_wbt_throttling_of_a_buffered_write_flood") {
+        return;
+    }
+    // The premise, that the kernel throttled the flood, is the kernel's doing, not ours: it
+    // did in every run measured alone (770-940 waits in 8 runs), but a clean-clone CI run
+    // once saw 4, for a reason not found (our count agreed: 4). A flood it did not throttle
+    // is run again, on a fresh device, up to [`FLOOD_ATTEMPTS`] times in all; what is
+    // asserted below is checked on the one it throttled.
+    let mut attempts = Vec::new();
+    let flood = loop {
+        let flood = throttled_flood();
+        if flood.oracle >= 5 {
+            break flood;
+        }
+        attempts.push(flood.oracle);
+        assert!(
+            attempts.len() < FLOOD_ATTEMPTS,
+            "the kernel did not throttle the flood in {FLOOD_ATTEMPTS} runs: {attempts:?} waits"
+        );
+        eprintln!(
+            "note: the kernel throttled the flood only {} times; running it again",
+            flood.oracle
+        );
+    };
+    let Flood {
+        _out: _keep,
+        file,
+        kernel,
+        recording,
+        timers,
+        oracle,
+        writer_pid,
+    } = flood;
     let e = explain_json(&file);
     let wbt = &e["throttling"]["wbt"];
     let ours = wbt["waits"]["count"].as_u64().unwrap();
@@ -258,7 +315,6 @@ fn explain_names_wbt_throttling_of_a_buffered_write_flood() {
          wbt_timer events; tag-bound {}; limit seen {}",
         wbt["tag_bound"], wbt["limit_seen"]
     );
-    assert!(oracle >= 5, "the flood was not throttled: {oracle} waits");
     // The two records time the same waits with different clocks: borderline ones (near
     // 20 µs) may fall on either side.
     assert!(
