@@ -51,5 +51,6 @@ pub mod preflight;
 pub mod probe;
 pub mod recorder;
 pub mod schedlog;
+pub mod spool;
 pub mod system;
 pub mod views;

@@ -188,8 +188,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
 
     let mut writer: Box<dyn Sink> = match config.format {
         Format::Recording => {
-            let file = File::create(&config.output)
-                .with_context(|| format!("cannot create {}", config.output.display()))?;
+            let file = output_file(&config.output)?;
             Box::new(RecordingWriter::new(
                 BufWriter::with_capacity(SMALL_CHUNKS_BUFFER, file),
                 &header,
@@ -387,12 +386,35 @@ impl Sink for RecordingWriter<BufWriter<File>> {
         let footer = self.footer(stats.clone(), duration_ns, ended_by);
         let mut out = RecordingWriter::finish(*self, &footer)?;
         out.flush()?;
-        out.into_inner()
-            .map_err(|e| e.into_error())?
-            .sync_all()
-            .context("syncing the recording")?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        // A pipe has nothing to sync (and refuses it).
+        if file.metadata().is_ok_and(|m| m.is_file()) {
+            file.sync_all().context("syncing the recording")?;
+        }
         Ok(footer.events_total)
     }
+}
+
+/// Where a recording goes: `path`, or with `-` standard output (a pipe or a file, never a
+/// terminal), as a `File` of its own descriptor so that both take the same path. The format
+/// is a sequence of self-checking chunks, so a stream cut anywhere reads back up to its last
+/// whole chunk (docs/FORMAT.md).
+fn output_file(path: &std::path::Path) -> anyhow::Result<File> {
+    use std::io::IsTerminal;
+    use std::os::fd::AsFd;
+    if path.as_os_str() != "-" {
+        return File::create(path).with_context(|| format!("cannot create {}", path.display()));
+    }
+    let stdout = std::io::stdout();
+    anyhow::ensure!(
+        !stdout.is_terminal(),
+        "-o -: standard output is a terminal; pipe it (`| iosched-trace report -`) or redirect it to a file"
+    );
+    let fd = stdout
+        .as_fd()
+        .try_clone_to_owned()
+        .context("-o -: duplicating standard output")?;
+    Ok(File::from(fd))
 }
 
 /// blktrace files have no place for loss counters: the recorder reports them on stderr.

@@ -266,6 +266,17 @@ pub fn parse_proc_stat_cpu(text: &str, tick_ns: u64) -> Option<(u64, u64)> {
     Some((busy * tick_ns, idle * tick_ns))
 }
 
+/// A reader of a stream (`-`, a FIFO) lets Ctrl-C pass: in `record -o - | report -` the
+/// terminal's SIGINT reaches both, and the recorder ends on it, closing the stream, after
+/// which the reader reports what it read. Killed on it, the reader would print nothing.
+/// (SIGTERM and a closed output still end it.)
+pub fn let_interrupt_pass_for_stream(path: &Path) {
+    if iosched_core::trace_file::is_stream(path) {
+        // SAFETY: installs the ignore disposition; no handler runs.
+        unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@ use iosched_core::{
 use crate::cli::{ConvertArgs, OutputFormat};
 
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
+    crate::system::let_interrupt_pass_for_stream(&args.file);
     let mut source = trace_file::open(&args.file)?;
     match args.to {
         OutputFormat::Blktrace => to_blktrace(source.as_mut(), &args)?,

@@ -10,6 +10,7 @@ use iosched_core::trace_file;
 use crate::{cli::DumpArgs, views::dump};
 
 pub fn run(args: DumpArgs) -> anyhow::Result<ExitCode> {
+    crate::system::let_interrupt_pass_for_stream(&args.file);
     let mut source = trace_file::open(&args.file)?;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());

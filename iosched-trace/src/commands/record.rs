@@ -14,6 +14,11 @@ use crate::{
 };
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(
+        !(args.output.as_os_str() == "-"
+            && matches!(args.format, crate::cli::OutputFormat::Blktrace)),
+        "-o - writes a recording of ours; blktrace output is a directory of per-CPU files"
+    );
     let valid = args.validate(&Sysfs::default())?;
     let host_profile = crate::calibrate::profile_for_record(args.host_profile.as_deref())?;
     preflight::check_privileges()?;

@@ -110,6 +110,12 @@ pub(super) fn replayer_for(
     host_profile: Option<&Path>,
 ) -> anyhow::Result<(Replayer, Summary, analysis::Report)> {
     let profile = profile.map(DeviceModel::load).transpose()?;
+    // A stream is read three times here: kept in a scratch file for as long as this runs.
+    crate::system::let_interrupt_pass_for_stream(file);
+    let spooled = trace_file::is_stream(file)
+        .then(|| crate::spool::Spooled::copy(file))
+        .transpose()?;
+    let file = spooled.as_ref().map_or(file, |s| s.path());
     let mut source = trace_file::open(file)?;
     let mut r = Replayer::from_source(source.as_mut(), device, profile)?;
     let recorded_on = source.header().map(|h| h.host.clone());

@@ -9,6 +9,7 @@ use crate::cli::ReportArgs;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let opts = args.options()?;
+    crate::system::let_interrupt_pass_for_stream(&args.file);
     let mut source = trace_file::open(&args.file)?;
     let mut opts = opts;
     // Cgroup filters by path: find the ids in the trace's process table.
