@@ -4,7 +4,7 @@
 //! - A process track per submitter (task pid, named by its comm), with lanes under it
 //!   ([`Lanes`]): each request a slice from its Q (the earliest of its bios') to its C,
 //!   holding "in scheduler" (I to first D) and "in device" (first D to C). Under it too, an
-//!   "events" track: merges and requeues of its I/O, and wakeups with flow arrows from the
+//!   "events" track: its bios' merges and its requests' requeues, and wakeups with flow arrows from the
 //!   waker's track to the wakee's (`record --wakeups`).
 //! - A track per device: counters of bios waiting to be issued and requests in the driver
 //!   (the timeline's [`DeviceState`]) and of throughput (completed bytes per 10 ms); the
@@ -31,7 +31,7 @@ use iosched_core::{
     devmap::DevMap,
     driver::TraceSink,
     event::{Comm, Dev, Event, EventKind, Op},
-    timeline::{Anomalies, DeviceState, LifeSink, RequestLife, Submitter},
+    timeline::{Anomalies, BioLife, DeviceState, LifeSink, MergeKind, RequestLife, Submitter},
 };
 
 use super::{
@@ -117,7 +117,7 @@ pub struct Exporter<W: Write> {
     /// Every submitter's name, selected or not (service slices are named by it).
     comms: FxHashMap<u32, Comm>,
     /// Issued requests not completed: their submitter, for requeues.
-    open: FxHashMap<(Dev, u64), u32>,
+    open: FxHashMap<(Dev, u64), Submitter>,
     next_flow: u64,
     last_ts: u64,
     drawn: Drawn,
@@ -253,7 +253,7 @@ impl<W: Write> Exporter<W> {
                 parent: Some(parent),
                 name: "merges, requeues, wakeups",
             },
-            Some(-1),
+            Some(0),
         )?;
         self.processes.get_mut(&pid).expect("created above").events = Some(t);
         Ok(t)
@@ -407,29 +407,17 @@ impl<W: Write> Exporter<W> {
 
     fn on_event(&mut self, ev: &Event) -> io::Result<()> {
         match ev.kind {
-            EventKind::BackMerge | EventKind::FrontMerge => {
-                if !self.select.keeps(ev.pid, ev.tgid, &ev.comm) {
-                    return Ok(());
-                }
-                let name = if ev.kind == EventKind::BackMerge {
-                    Name::BackMerge
-                } else {
-                    Name::FrontMerge
-                };
-                let t = self.process_events(ev.pid, Some(&ev.comm))?;
-                self.instant(ev, t, name)
-            }
             EventKind::RqMerge => {
                 let t = self.device_events(ev.dev)?;
                 self.instant(ev, t, Name::RequestMerge)
             }
             EventKind::Requeue => {
-                let pid = self.open.get(&(ev.dev, ev.rq)).copied();
-                let t = match pid {
-                    Some(pid) if self.processes.contains_key(&pid) => {
-                        self.process_events(pid, None)?
+                let t = match self.open.get(&(ev.dev, ev.rq)).copied() {
+                    Some(s) if self.select.keeps(s.pid, s.tgid, &s.comm) => {
+                        self.process_events(s.pid, Some(&s.comm))?
                     }
-                    _ => self.device_events(ev.dev)?,
+                    Some(_) => return Ok(()),
+                    None => self.device_events(ev.dev)?,
                 };
                 self.instant(ev, t, Name::Requeue)
             }
@@ -439,18 +427,47 @@ impl<W: Write> Exporter<W> {
     }
 
     fn instant(&mut self, ev: &Event, track: u64, name: Name) -> io::Result<()> {
+        self.instant_at(ev.ts_ns, track, name, ev.sector, ev.bytes)
+    }
+
+    fn instant_at(
+        &mut self,
+        ts: u64,
+        track: u64,
+        name: Name,
+        sector: u64,
+        bytes: u32,
+    ) -> io::Result<()> {
         self.drawn.instants += 1;
         self.w.instant(
-            ev.ts_ns,
+            ts,
             track,
             Label::Known(name),
             &[
-                (Arg::Sector, Value::Uint(ev.sector)),
-                (Arg::Bytes, Value::Uint(u64::from(ev.bytes))),
+                (Arg::Sector, Value::Uint(sector)),
+                (Arg::Bytes, Value::Uint(u64::from(bytes))),
             ],
             &[],
             &[],
         )
+    }
+
+    /// A bio merged into a request: an instant at its merge on its submitter's events track
+    /// (drawn when the bio completes, when the timeline hands over its life: the merge
+    /// event itself may fire in another task).
+    fn on_bio_done(&mut self, bio: &BioLife) -> io::Result<()> {
+        let (Some((ts, kind)), Some(s)) = (bio.m, bio.submitter) else {
+            return Ok(());
+        };
+        if !self.select.keeps(s.pid, s.tgid, &s.comm) {
+            return Ok(());
+        }
+        let name = match kind {
+            MergeKind::Back => Name::BackMerge,
+            MergeKind::Front => Name::FrontMerge,
+        };
+        let t = self.process_events(s.pid, Some(&s.comm))?;
+        self.instant_at(ts, t, name, bio.sector, bio.bytes)
     }
 
     /// An arrow from the waker's events track to the wakee's, at the wakeup.
@@ -489,8 +506,13 @@ impl<W: Write> Exporter<W> {
 
     fn on_issued(&mut self, ev: &Event, submitter: Option<&Submitter>) -> io::Result<()> {
         let owner = submitter.map_or(0, |s| s.pid);
-        if ev.rq != 0 {
-            self.open.insert((ev.dev, ev.rq), owner);
+        match submitter {
+            Some(s) if ev.rq != 0 => {
+                self.open.insert((ev.dev, ev.rq), *s);
+            }
+            _ => {
+                self.open.remove(&(ev.dev, ev.rq));
+            }
         }
         self.device(ev.dev)?;
         let Exporter {
@@ -693,6 +715,13 @@ impl<W: Write> LifeSink for Exporter<W> {
     fn event(&mut self, ev: &Event) {
         if self.error.is_none() {
             let r = self.on_event(ev);
+            self.keep(r);
+        }
+    }
+
+    fn bio_done(&mut self, bio: &BioLife) {
+        if self.error.is_none() {
+            let r = self.on_bio_done(bio);
             self.keep(r);
         }
     }

@@ -521,11 +521,11 @@ mod tests {
         let p = &out[first..];
         #[rustfmt::skip]
         let want = [
-            0x0a, 23,             // Trace.packet (1, LEN), 23 bytes
+            0x0a, 21,             // Trace.packet (1, LEN), 21 bytes
             0x40, 0xac, 0x02,     // timestamp (8) = 300
             0x50, 0x01,           // trusted_packet_sequence_id (10) = 1
             0x68, 0x02,           // sequence_flags (13) = SEQ_NEEDS_INCREMENTAL_STATE
-            0x5a, 14,             // track_event (11, LEN), 14 bytes
+            0x5a, 12,             // track_event (11, LEN), 12 bytes
             0x48, 0x01,           //   type (9) = TYPE_SLICE_BEGIN
             0x58, 0x02,           //   track_uuid (11) = 2
             0x50, 0x02,           //   name_iid (10) = 2 ("write")
@@ -533,7 +533,6 @@ mod tests {
             0x08, 0x02,           //     name_iid (1) = 2 ("sector")
             0x18, 0x08,           //     uint_value (3) = 8
         ];
-        // Only the packet's own length was wrong if this fails at [1].
         assert_eq!(p, want);
     }
 
