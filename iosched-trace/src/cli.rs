@@ -579,6 +579,53 @@ mod tests {
         }
     }
 
+    fn convert(extra: &[&str]) -> ConvertArgs {
+        let mut argv = vec!["iosched-trace", "convert", "t.istrace", "-o", "x"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Convert(c) => c,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn convert_filters_are_checked_and_only_for_perfetto() {
+        let p = |a: &[&str]| {
+            let mut v = vec!["--to", "perfetto"];
+            v.extend_from_slice(a);
+            convert(&v)
+        };
+        let o = p(&[
+            "--from", "1.5", "--until", "2", "--pid", "7", "--comm", "dd", "-d", "sda",
+        ])
+        .perfetto_options()
+        .unwrap();
+        assert_eq!(
+            (o.from_ns, o.until_ns),
+            (Some(1_500_000_000), Some(2_000_000_000))
+        );
+        assert_eq!(o.select.pids, [7]);
+        assert_eq!(o.select.comms, ["dd"]);
+        assert_eq!(o.devices, ["sda"]);
+        assert_eq!(o.warn_bytes, PERFETTO_WARN_BYTES);
+        let err = |a: ConvertArgs| a.perfetto_options().err().unwrap().to_string();
+        assert!(err(p(&["--from", "2", "--until", "1"])).contains("--until must be after"));
+        assert!(err(p(&["--from=-1"])).contains(">= 0"));
+        assert!(p(&["--pid", "3"]).check_whole().is_ok());
+        let whole = convert(&["--to", "blktrace", "--pid", "3"]).check_whole();
+        assert!(
+            whole
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("--to perfetto only")
+        );
+        assert!(convert(&["--to", "recording"]).check_whole().is_ok());
+        // `record --format` does not take perfetto: it is convert's alone.
+        let r = Cli::try_parse_from(["iosched-trace", "record", "-o", "x", "--format", "perfetto"]);
+        assert!(r.is_err());
+    }
+
     #[test]
     fn bad_values_are_refused_before_any_device_lookup() {
         let sysfs = Sysfs::at("/nonexistent");
