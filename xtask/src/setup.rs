@@ -260,6 +260,7 @@ fn python_packages() -> anyhow::Result<()> {
             "install",
             "--quiet",
             "--disable-pip-version-check",
+            "--root-user-action=ignore",
         ])
         .args(extra)
         .args(&pkgs);

@@ -46,15 +46,19 @@ fn to_perfetto(
 ) -> anyhow::Result<()> {
     let file = std::fs::File::create(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
-    let out = args.output.display().to_string();
-    let on_large = Box::new(move |bytes: u64| {
+    let out = args.output.display();
+    let mut on_large = |w: perfetto::SizeWarning| {
+        let (what, bytes) = match w {
+            perfetto::SizeWarning::Predicted(b) => ("will come to about", b),
+            perfetto::SizeWarning::Reached(b) => ("has reached", b),
+        };
         eprintln!(
-            "warning: {out} has reached {:.1} GB: the Perfetto UI holds about 2 GB in the \
-             browser and may not load it; narrow it with --from/--until, -d, --pid or --comm",
+            "warning: {out} {what} {:.1} GB: the Perfetto UI holds about 2 GB in the browser \
+             and may not load it; narrow it with --from/--until, -d, --pid or --comm",
             bytes as f64 / 1e9
         );
-    });
-    let (writer, summary) = perfetto::export(source, opts, BufWriter::new(file), on_large)
+    };
+    let (writer, summary) = perfetto::export(source, opts, BufWriter::new(file), &mut on_large)
         .with_context(|| format!("converting {}", args.file.display()))?;
     writer
         .into_inner()

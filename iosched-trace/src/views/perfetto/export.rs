@@ -142,6 +142,11 @@ impl<W: Write> Exporter<W> {
     }
 
     /// The output and what was drawn, or the first write error.
+    /// Bytes written so far.
+    pub fn bytes_written(&self) -> u64 {
+        self.w.bytes_written()
+    }
+
     pub fn finish(self) -> io::Result<(W, Drawn, u64, u64)> {
         if let Some(e) = self.error {
             return Err(e);

@@ -38,9 +38,32 @@ pub struct Options {
     pub devices: Vec<String>,
     /// Only these submitters' process tracks (device tracks stay whole).
     pub select: Selection,
-    /// Output size at which `on_large` is called.
+    /// Output size past which the caller is warned ([`SizeWarning`]).
     pub warn_bytes: u64,
 }
+
+impl Options {
+    fn filtered(&self) -> bool {
+        self.from_ns.is_some()
+            || self.until_ns.is_some()
+            || !self.devices.is_empty()
+            || !self.select.pids.is_empty()
+            || !self.select.comms.is_empty()
+    }
+}
+
+/// The output is, or will be, larger than [`Options::warn_bytes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SizeWarning {
+    /// At the rate so far, the whole trace (whose event count its footer gives) will come
+    /// to about this many bytes. Said once, early.
+    Predicted(u64),
+    /// The output has reached this many bytes. Said once.
+    Reached(u64),
+}
+
+/// Events read before the output's size is extrapolated: enough for the rate to settle.
+const PREDICT_AFTER_EVENTS: u64 = 200_000;
 
 /// What was written.
 #[derive(Clone, Debug, Default)]
@@ -59,18 +82,26 @@ pub enum ExportError {
     Write(#[from] std::io::Error),
 }
 
-/// Reads all of `source` and writes it to `out` as a Perfetto trace; `on_large(bytes)` is
-/// called once if the output reaches `opts.warn_bytes`.
+/// Reads all of `source` and writes it to `out` as a Perfetto trace; `warn` hears, at most
+/// once each, that the output will be or has become larger than `opts.warn_bytes` (checked
+/// after each batch of events read).
 pub fn export<W: Write>(
     source: &mut dyn TraceSource,
     opts: &Options,
     out: W,
-    on_large: Box<dyn FnMut(u64)>,
+    warn: &mut dyn FnMut(SizeWarning),
 ) -> Result<(W, Summary), ExportError> {
     let devices = source.meta().devices.clone();
     let wanted = resolve_devices(&devices, &opts.devices)?;
     let dev_names = devices.iter().map(|d| (d.dev, d.name.clone())).collect();
-    let writer = TraceWriter::new(out, opts.warn_bytes, on_large)?;
+    let writer = TraceWriter::new(out)?;
+    // Extrapolated only for a whole trace: a filter's share of the events is unknown.
+    let total_events = source
+        .footer()
+        .map(|f| f.events_total)
+        .filter(|_| !opts.filtered());
+    let (mut predicted, mut reached) = (false, false);
+    let mut read = 0u64;
     let mut sink = Exporter::new(writer, opts.select.clone(), dev_names);
 
     // The span is relative to the first event: read it before the filter is made.
@@ -83,6 +114,23 @@ pub fn export<W: Write>(
     while !batch.is_empty() {
         for ev in &batch {
             driver.push(ev, &mut sink);
+        }
+        read += batch.len() as u64;
+        let bytes = sink.bytes_written();
+        if !reached && bytes >= opts.warn_bytes {
+            reached = true;
+            predicted = true;
+            warn(SizeWarning::Reached(bytes));
+        }
+        if !predicted
+            && read >= PREDICT_AFTER_EVENTS
+            && let Some(total) = total_events
+        {
+            predicted = true;
+            let estimate = (bytes as f64 * total as f64 / read as f64) as u64;
+            if estimate > opts.warn_bytes {
+                warn(SizeWarning::Predicted(estimate));
+            }
         }
         batch.clear();
         source.next_batch(&mut batch, 4096)?;

@@ -264,22 +264,18 @@ pub struct TraceWriter<W: Write> {
     written: u64,
     packets: u64,
     next_uuid: u64,
-    warn_at: u64,
-    on_large: Option<Box<dyn FnMut(u64)>>,
 }
 
 impl<W: Write> TraceWriter<W> {
     /// A trace whose first packet (incremental state cleared, interned names) is written at
-    /// once. `on_large` is called once, when the output first reaches `warn_at` bytes.
-    pub fn new(out: W, warn_at: u64, on_large: Box<dyn FnMut(u64)>) -> io::Result<Self> {
+    /// once.
+    pub fn new(out: W) -> io::Result<Self> {
         let mut w = TraceWriter {
             out,
             packet: Message::new(),
             written: 0,
             packets: 0,
             next_uuid: 1,
-            warn_at,
-            on_large: Some(on_large),
         };
         w.packet.clear();
         w.packet
@@ -483,11 +479,6 @@ impl<W: Write> TraceWriter<W> {
         self.out.write_all(self.packet.bytes())?;
         self.written += (key.len() + self.packet.len()) as u64;
         self.packets += 1;
-        if self.written >= self.warn_at
-            && let Some(mut warn) = self.on_large.take()
-        {
-            warn(self.written);
-        }
         Ok(())
     }
 
@@ -503,7 +494,7 @@ mod tests {
     use super::*;
 
     fn writer() -> TraceWriter<Vec<u8>> {
-        TraceWriter::new(Vec::new(), u64::MAX, Box::new(|_| {})).unwrap()
+        TraceWriter::new(Vec::new()).unwrap()
     }
 
     #[test]
@@ -562,26 +553,5 @@ mod tests {
         for (i, a) in Arg::ALL.iter().enumerate() {
             assert_eq!(a.iid(), i as u64 + 1);
         }
-    }
-
-    #[test]
-    fn the_size_warning_fires_once_when_the_output_reaches_it() {
-        use std::{cell::Cell, rc::Rc};
-        let fired = Rc::new(Cell::new(0u64));
-        let seen = fired.clone();
-        let mut w = TraceWriter::new(
-            Vec::new(),
-            1000,
-            Box::new(move |_| seen.set(seen.get() + 1)),
-        )
-        .unwrap();
-        while w.bytes_written() < 900 {
-            w.counter(1, 1, 5).unwrap();
-        }
-        assert_eq!(fired.get(), 0);
-        while w.bytes_written() < 3000 {
-            w.counter(1, 1, 5).unwrap();
-        }
-        assert_eq!(fired.get(), 1);
     }
 }

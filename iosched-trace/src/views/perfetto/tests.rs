@@ -10,7 +10,7 @@ use iosched_core::{
     driver::{self, Filter},
     event::{Comm, Event, EventKind, Op},
     record::DeviceInfo,
-    source::MemorySource,
+    source::{InputError, MemorySource, TraceSource},
     timeline::sim::{DEV, Sim},
 };
 
@@ -388,7 +388,36 @@ fn small_trace() -> Sim {
 
 fn export_sim(s: &Sim, opts: &Options) -> (Vec<u8>, Summary) {
     let mut src = MemorySource::new(loop7(), s.events.clone());
-    export(&mut src, opts, Vec::new(), Box::new(|_| {})).unwrap()
+    export(&mut src, opts, Vec::new(), &mut |_| {}).unwrap()
+}
+
+#[test]
+fn the_size_warning_comes_once_when_the_output_passes_the_limit() {
+    let sim = small_trace();
+    let mut warnings = Vec::new();
+    let mut src = MemorySource::new(loop7(), sim.events.clone());
+    let opts = Options {
+        warn_bytes: 1000,
+        ..Default::default()
+    };
+    let (out, _) = export(&mut src, &opts, Vec::new(), &mut |w| warnings.push(w)).unwrap();
+    assert!(out.len() > 1000);
+    // One batch: checked once, at its end, before the end of the trace closes what is open
+    // (a memory source has no footer to predict from).
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    let SizeWarning::Reached(at) = warnings[0] else {
+        panic!("{warnings:?}")
+    };
+    assert!((1000..=out.len() as u64).contains(&at), "{at}");
+    // Under the limit: nothing.
+    let mut warnings = Vec::new();
+    let mut src = MemorySource::new(loop7(), sim.events);
+    let opts = Options {
+        warn_bytes: 1 << 20,
+        ..Default::default()
+    };
+    export(&mut src, &opts, Vec::new(), &mut |w| warnings.push(w)).unwrap();
+    assert!(warnings.is_empty());
 }
 
 #[test]
@@ -605,7 +634,7 @@ fn an_unknown_device_is_a_clear_error() {
         ..Default::default()
     };
     let mut src = MemorySource::new(loop7(), small_trace().events);
-    let err = export(&mut src, &opts, Vec::new(), Box::new(|_| {}))
+    let err = export(&mut src, &opts, Vec::new(), &mut |_| {})
         .err()
         .unwrap()
         .to_string();
@@ -650,4 +679,94 @@ fn many_overlapping_requests_nest_on_their_lanes() {
         .map(|i| (i * 1000, 50_000 + (8 - i) * 1000))
         .collect();
     assert_eq!(tops, want);
+}
+
+/// A memory source whose footer claims `total` events.
+struct WithFooter {
+    inner: MemorySource,
+    footer: iosched_core::record::Footer,
+}
+
+impl TraceSource for WithFooter {
+    fn meta(&self) -> &iosched_core::source::TraceMeta {
+        self.inner.meta()
+    }
+    fn next_event(&mut self) -> Option<Result<Event, InputError>> {
+        self.inner.next_event()
+    }
+    fn processes(&self) -> &BTreeMap<u32, iosched_core::record::ProcessInfo> {
+        self.inner.processes()
+    }
+    fn notes(&self) -> &[iosched_core::event::Note] {
+        self.inner.notes()
+    }
+    fn lost(&self) -> Option<u64> {
+        None
+    }
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+    fn footer(&self) -> Option<&iosched_core::record::Footer> {
+        Some(&self.footer)
+    }
+}
+
+#[test]
+fn a_trace_too_large_for_the_ui_is_predicted_early_from_its_footer() {
+    let spec = iosched_core::synth::Spec {
+        events: 250_000,
+        dev: DEV,
+        ..Default::default()
+    };
+    let mut events = Vec::new();
+    iosched_core::synth::generate(&spec, |e| {
+        events.push(*e);
+        Ok::<(), ()>(())
+    })
+    .unwrap();
+    let n = events.len() as u64;
+    let run = |claimed: u64, warn_bytes: u64| {
+        let mut src = WithFooter {
+            inner: MemorySource::new(loop7(), events.clone()),
+            footer: iosched_core::record::Footer {
+                events_total: claimed,
+                ..Default::default()
+            },
+        };
+        let opts = Options {
+            warn_bytes,
+            ..Default::default()
+        };
+        let mut warnings = Vec::new();
+        let (out, _) = export(&mut src, &opts, Vec::new(), &mut |w| warnings.push(w)).unwrap();
+        (out.len() as u64, warnings)
+    };
+    let (size, none) = run(n, u64::MAX);
+    assert!(none.is_empty());
+    // The file is half the limit: a footer telling the truth predicts no trouble...
+    assert_eq!(run(n, size * 2).1, vec![]);
+    // ...one claiming ten times the events predicts about ten times the size, once, long
+    // before the end, and the limit is never reached.
+    let (_, w) = run(10 * n, size * 2);
+    assert_eq!(w.len(), 1, "{w:?}");
+    let SizeWarning::Predicted(p) = w[0] else {
+        panic!("{w:?}")
+    };
+    assert!(p > 8 * size && p < 12 * size, "{p} vs {size}");
+    // A filtered export cannot be extrapolated from the whole trace's count.
+    let mut src = WithFooter {
+        inner: MemorySource::new(loop7(), events.clone()),
+        footer: iosched_core::record::Footer {
+            events_total: 10 * n,
+            ..Default::default()
+        },
+    };
+    let opts = Options {
+        warn_bytes: size * 2,
+        until_ns: Some(u64::MAX / 4),
+        ..Default::default()
+    };
+    let mut warnings = Vec::new();
+    export(&mut src, &opts, Vec::new(), &mut |w| warnings.push(w)).unwrap();
+    assert!(warnings.is_empty());
 }
