@@ -24,7 +24,7 @@ use iosched_core::{
 };
 use iosched_trace_tests::{
     Mount, REQUIRE_ENV, ScratchLoop, binary, dd, read_recording, real_kernel_available, record,
-    run, scratch_dir,
+    report_json, run, scratch_dir,
 };
 
 /// Whether python3 can import Perfetto's descriptors. Missing in CI (or where the real-kernel
@@ -161,6 +161,39 @@ fn assert_same_requests(recording: &Path, d: &serde_json::Value) -> Lives {
     for (pid, slices) in &want.by_pid {
         assert_eq!(&got[pid], slices, "pid {pid}: slices differ from the lives");
     }
+    // And `report`'s own counts: requests per process, idling-waste intervals.
+    let report = report_json(recording, &[]).unwrap();
+    let reported: BTreeMap<u32, usize> = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["pid"].as_u64().unwrap() as u32,
+                p["requests"].as_u64().unwrap() as usize,
+            )
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    assert_eq!(
+        counts(&got),
+        reported,
+        "slices per process against report --json"
+    );
+    let idle: u64 = report["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["idle_with_pending_intervals"].as_u64().unwrap())
+        .sum();
+    let drawn_idle = d["slices_by_track_name"]["idling waste (idle with I/O pending)"]
+        .as_u64()
+        .unwrap_or(0);
+    assert_eq!(
+        drawn_idle, idle,
+        "idling-waste intervals against report --json"
+    );
+    eprintln!("{idle} idling-waste intervals drawn, as report counts them");
     want
 }
 
