@@ -117,6 +117,9 @@ pub struct RequestLife {
     /// Start and size when issued (or when first seen).
     pub sector: u64,
     pub bytes: u32,
+    /// The earliest Q of the bios it carried (as known at its issues; `None`: none of them
+    /// was seen queued). Where a request's life starts for its submitter.
+    pub q: Option<u64>,
     pub i: Option<u64>,
     /// First and last issue (they differ after a requeue).
     pub first_d: Option<u64>,
@@ -219,6 +222,8 @@ struct RqState {
     flags: ReqFlags,
     sector: u64,
     bytes: u32,
+    /// Earliest Q of its bios known so far.
+    q: Option<u64>,
     i: Option<u64>,
     first_d: Option<u64>,
     d: Option<u64>,
@@ -516,6 +521,7 @@ impl Timeline {
             flags: ev.flags,
             sector: ev.sector,
             bytes: ev.bytes,
+            q: None,
             i: None,
             first_d: None,
             d: None,
@@ -599,13 +605,15 @@ impl Timeline {
         let submitter = if ev.bio != 0 {
             let b = self.bio_seen(ev);
             b.d = Some(ev.ts_ns);
-            let s = b.submitter;
+            let (s, q) = (b.submitter, b.q);
             self.unmark_pending(ev.bio);
-            s
+            (s, q)
         } else {
-            None
+            (None, None)
         };
+        let (submitter, q) = submitter;
         let r = self.rqs.get_mut(&ev.rq).expect("created above");
+        r.q = earliest(r.q, q);
         if r.submitter.is_none() {
             r.submitter = submitter;
         }
@@ -628,12 +636,13 @@ impl Timeline {
         let bio_ev = Event { dev, ..*ev };
         let b = self.bio_seen(&bio_ev);
         b.d = d;
-        let s = b.submitter;
+        let (s, q) = (b.submitter, b.q);
         self.unmark_pending(ev.bio);
-        if let Some(r) = self.rqs.get_mut(&ev.rq)
-            && r.submitter.is_none()
-        {
-            r.submitter = s;
+        if let Some(r) = self.rqs.get_mut(&ev.rq) {
+            r.q = earliest(r.q, q);
+            if r.submitter.is_none() {
+                r.submitter = s;
+            }
         }
         self.report_state(dev, ev.ts_ns, sink);
     }
@@ -648,6 +657,7 @@ impl Timeline {
             // Its head bio names it; otherwise it was issued before the trace began.
             if ev.bio != 0 && self.bios.contains_key(&ev.bio) {
                 let b = &self.bios[&ev.bio];
+                let q = b.q;
                 let head = Event {
                     sector: b.sector,
                     bytes: b.bytes,
@@ -656,6 +666,7 @@ impl Timeline {
                     ..*ev
                 };
                 let r = self.request_seen(&head, |_| true);
+                r.q = q;
                 r.bios.push(ev.bio);
             } else {
                 self.anomalies.completions_of_unknown_requests += 1;
@@ -721,6 +732,7 @@ impl Timeline {
                 flags: r.flags,
                 sector: r.sector,
                 bytes: r.bytes,
+                q: r.q,
                 i: r.i,
                 first_d: r.first_d,
                 d: r.d,
@@ -795,6 +807,15 @@ impl Timeline {
         }
         sink.bio_done(&Self::bio_life(&b, ev.ts_ns, ev.error));
         self.report_state(ev.dev, ev.ts_ns, sink);
+    }
+}
+
+/// The earlier of two optional times.
+#[inline]
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 

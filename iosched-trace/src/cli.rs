@@ -35,7 +35,8 @@ pub enum Command {
     /// device, complete lives, known counts.
     #[command(hide = true)]
     Synth(SynthArgs),
-    /// Convert a trace to another format (blktrace per-CPU files).
+    /// Convert a trace to another format: blktrace per-CPU files, a recording, or a Perfetto
+    /// trace for the Perfetto UI.
     Convert(ConvertArgs),
     /// Watch devices live: per process, throughput, scheduler (Q2D) and device (D2C)
     /// latency, idling waste; refreshed every interval (q quits, ? for keys).
@@ -254,17 +255,93 @@ impl From<OutputFormat> for crate::recorder::Format {
     }
 }
 
+/// Formats `convert` writes: those of `record`, and Perfetto's for viewing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConvertFormat {
+    /// iosched-trace's own recording (one file).
+    Recording,
+    /// blktrace per-CPU files `DEV.blktrace.CPU` in a directory (blkparse, btt, fio).
+    Blktrace,
+    /// A Perfetto trace (protobuf) for the Perfetto UI (ui.perfetto.dev, "Open trace file"):
+    /// a track per process with each request as a slice, device counters, idling waste,
+    /// service slices, wakeups as arrows.
+    Perfetto,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ConvertArgs {
     /// A recording, or blktrace files (a file, a directory, or the DEV of DEV.blktrace.N).
     pub file: PathBuf,
     /// Output format.
     #[arg(long = "to", value_enum, value_name = "FORMAT")]
-    pub to: OutputFormat,
-    /// Output: a directory for blktrace, a file for a recording.
+    pub to: ConvertFormat,
+    /// Output: a directory for blktrace, a file for a recording or a Perfetto trace.
     #[arg(short = 'o', long = "output", value_name = "PATH")]
     pub output: PathBuf,
+    /// Perfetto: start of the span drawn, seconds after the trace's first event.
+    #[arg(long, value_name = "SECS")]
+    pub from: Option<f64>,
+    /// Perfetto: end of the span drawn, seconds after the trace's first event (`--to` is
+    /// the format).
+    #[arg(long, value_name = "SECS")]
+    pub until: Option<f64>,
+    /// Perfetto: only this device (name or major:minor). Repeatable.
+    #[arg(short = 'd', long = "device", value_name = "DEV")]
+    pub devices: Vec<String>,
+    /// Perfetto: only the tracks of I/O submitted by this pid (or tgid); device tracks
+    /// stay whole. Repeatable.
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Perfetto: only the tracks of I/O submitted by tasks of this name. Repeatable.
+    #[arg(long, value_name = "COMM")]
+    pub comm: Vec<String>,
 }
+
+impl ConvertArgs {
+    /// The Perfetto export's options, with the span checked; filters are refused for the
+    /// formats that convert whole traces.
+    pub fn perfetto_options(&self) -> Result<crate::views::perfetto::Options, ArgError> {
+        let secs = |flag: &'static str, v: Option<f64>| match v {
+            Some(s) if !(s.is_finite() && s >= 0.0) => Err(ArgError::Window(flag, s)),
+            Some(s) => Ok(Some((s * 1e9) as u64)),
+            None => Ok(None),
+        };
+        let from_ns = secs("--from", self.from)?;
+        let until_ns = secs("--until", self.until)?;
+        if let (Some(f), Some(u)) = (from_ns, until_ns)
+            && u <= f
+        {
+            return Err(ArgError::EmptySpan);
+        }
+        Ok(crate::views::perfetto::Options {
+            from_ns,
+            until_ns,
+            devices: self.devices.clone(),
+            select: crate::views::perfetto::Selection {
+                pids: self.pid.clone(),
+                comms: self.comm.clone(),
+            },
+            warn_bytes: PERFETTO_WARN_BYTES,
+        })
+    }
+
+    /// Refuses filters with a format that converts whole traces.
+    pub fn check_whole(&self) -> Result<(), ArgError> {
+        let filtered = self.from.is_some()
+            || self.until.is_some()
+            || !self.devices.is_empty()
+            || !self.pid.is_empty()
+            || !self.comm.is_empty();
+        if filtered && self.to != ConvertFormat::Perfetto {
+            return Err(ArgError::FiltersNeedPerfetto);
+        }
+        Ok(())
+    }
+}
+
+/// The Perfetto UI holds a trace in the browser's memory, about 2 GB at most: warn well
+/// before.
+pub const PERFETTO_WARN_BYTES: u64 = 1_500_000_000;
 
 #[derive(Debug, clap::Args)]
 pub struct RecordArgs {
@@ -438,6 +515,10 @@ pub enum ArgError {
     Window(&'static str, f64),
     #[error("--to must be after --from")]
     EmptyWindow,
+    #[error("--until must be after --from")]
+    EmptySpan,
+    #[error("--from, --until, -d, --pid and --comm apply to --to perfetto only")]
+    FiltersNeedPerfetto,
     #[error(transparent)]
     Device(#[from] crate::devices::DeviceError),
 }
@@ -496,6 +577,53 @@ mod tests {
             Command::Record(r) => r,
             _ => unreachable!(),
         }
+    }
+
+    fn convert(extra: &[&str]) -> ConvertArgs {
+        let mut argv = vec!["iosched-trace", "convert", "t.istrace", "-o", "x"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Convert(c) => c,
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn convert_filters_are_checked_and_only_for_perfetto() {
+        let p = |a: &[&str]| {
+            let mut v = vec!["--to", "perfetto"];
+            v.extend_from_slice(a);
+            convert(&v)
+        };
+        let o = p(&[
+            "--from", "1.5", "--until", "2", "--pid", "7", "--comm", "dd", "-d", "sda",
+        ])
+        .perfetto_options()
+        .unwrap();
+        assert_eq!(
+            (o.from_ns, o.until_ns),
+            (Some(1_500_000_000), Some(2_000_000_000))
+        );
+        assert_eq!(o.select.pids, [7]);
+        assert_eq!(o.select.comms, ["dd"]);
+        assert_eq!(o.devices, ["sda"]);
+        assert_eq!(o.warn_bytes, PERFETTO_WARN_BYTES);
+        let err = |a: ConvertArgs| a.perfetto_options().err().unwrap().to_string();
+        assert!(err(p(&["--from", "2", "--until", "1"])).contains("--until must be after"));
+        assert!(err(p(&["--from=-1"])).contains(">= 0"));
+        assert!(p(&["--pid", "3"]).check_whole().is_ok());
+        let whole = convert(&["--to", "blktrace", "--pid", "3"]).check_whole();
+        assert!(
+            whole
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("--to perfetto only")
+        );
+        assert!(convert(&["--to", "recording"]).check_whole().is_ok());
+        // `record --format` does not take perfetto: it is convert's alone.
+        let r = Cli::try_parse_from(["iosched-trace", "record", "-o", "x", "--format", "perfetto"]);
+        assert!(r.is_err());
     }
 
     #[test]

@@ -157,6 +157,30 @@ pub fn read_recording(path: &Path) -> anyhow::Result<Recording> {
     })
 }
 
+/// A filesystem mounted on a scratch directory, unmounted on drop (also when a test fails).
+pub struct Mount {
+    pub point: PathBuf,
+    _dir: TempDir,
+}
+
+impl Mount {
+    /// A fresh ext4 on `disk`, mounted.
+    pub fn ext4(disk: &ScratchLoop, tag: &str) -> anyhow::Result<Self> {
+        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(disk.dev()))?;
+        let dir = scratch_dir(tag)?;
+        let point = dir.path().join("mnt");
+        fs::create_dir(&point)?;
+        run(Command::new("mount").arg(disk.dev()).arg(&point))?;
+        Ok(Self { point, _dir: dir })
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.point).status();
+    }
+}
+
 /// Runs `dd` with these arguments as a child and returns its pid once it has exited.
 pub fn dd(args: &[&str]) -> anyhow::Result<u32> {
     let mut child = Command::new("dd")

@@ -3,35 +3,10 @@
 //! thread (jbd2) wakes it when the commit is done: the recording must hold those wakeups,
 //! with dd as the wakee and a `jbd2/` thread as the waker, however the kernel delivers them. Run as root (`cargo xtask test`).
 
-use std::{path::PathBuf, process::Command};
-
 use iosched_core::{event::EventKind, record::RecordingReader};
 use iosched_trace_tests::{
-    ScratchLoop, TempDir, dd, read_recording, real_kernel_available, record, run, scratch_dir,
+    Mount, ScratchLoop, dd, read_recording, real_kernel_available, record, scratch_dir,
 };
-
-/// A filesystem mounted on a scratch directory, unmounted on drop (also when a test fails).
-struct Mount {
-    point: PathBuf,
-    _dir: TempDir,
-}
-
-impl Mount {
-    fn ext4(disk: &ScratchLoop, tag: &str) -> anyhow::Result<Self> {
-        run(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(disk.dev()))?;
-        let dir = scratch_dir(tag)?;
-        let point = dir.path().join("mnt");
-        std::fs::create_dir(&point)?;
-        run(Command::new("mount").arg(disk.dev()).arg(&point))?;
-        Ok(Self { point, _dir: dir })
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.point).status();
-    }
-}
 
 #[test]
 fn jbd2_wakes_a_dsync_writer() {

@@ -43,6 +43,7 @@ pub fn run() -> anyhow::Result<()> {
     rust_src().context("setup: rust-src for the nightly toolchain")?;
     bpf_linker().context("setup: bpf-linker")?;
     packages().context("setup: Debian packages")?;
+    python_packages().context("setup: Python packages")?;
     for &(fstype, target) in MOUNTS {
         mount(fstype, target).with_context(|| format!("setup: mounting {fstype} at {target}"))?;
     }
@@ -199,6 +200,82 @@ fn packages() -> anyhow::Result<()> {
             bail!("installed package {pkg}, but command `{c}` is still not found");
         }
         println!("setup: {pkg} installed");
+    }
+    Ok(())
+}
+
+/// PyPI packages the tests need: (requirement, a Python statement that proves it works).
+/// `perfetto` ships Perfetto's trace descriptors, with which tests/perfetto/decode.py reads
+/// `convert --to perfetto`'s output independently of our encoder.
+const PYTHON_PACKAGES: &[(&str, &str)] = &[(
+    "perfetto==0.59.1",
+    "import perfetto.protos.perfetto.trace.perfetto_trace_pb2",
+)];
+
+fn python_works(check: &str) -> bool {
+    cmd::succeeds(Command::new("python3").args(["-c", check]))
+}
+
+fn python_packages() -> anyhow::Result<()> {
+    let missing: Vec<(&str, &str)> = PYTHON_PACKAGES
+        .iter()
+        .copied()
+        .filter(|(_, check)| !python_works(check))
+        .collect();
+    for (pkg, _) in PYTHON_PACKAGES.iter().filter(|p| !missing.contains(p)) {
+        println!("setup: python {pkg} ok");
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    if !cmd::is_root() {
+        for (pkg, _) in &missing {
+            println!("setup: python {pkg} MISSING (not root, not installing: pip install {pkg})");
+        }
+        return Ok(());
+    }
+    if cmd::find_program("python3").is_none()
+        || !cmd::succeeds(Command::new("python3").args(["-m", "pip", "--version"]))
+    {
+        let apt = |args: &[&str]| {
+            let mut c = Command::new("apt-get");
+            c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+            c
+        };
+        cmd::run(&mut apt(&["update"]))?;
+        cmd::run(&mut apt(&[
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "python3",
+            "python3-pip",
+        ]))?;
+    }
+    let pkgs: Vec<&str> = missing.iter().map(|(p, _)| *p).collect();
+    let pip = |extra: &[&str]| {
+        let mut c = Command::new("python3");
+        c.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--root-user-action=ignore",
+        ])
+        .args(extra)
+        .args(&pkgs);
+        c
+    };
+    // Debian's own python3 refuses to install outside a virtual environment (PEP 668)
+    // unless told to; a pyenv or venv python needs no such flag.
+    if cmd::run(&mut pip(&[])).is_err() {
+        cmd::run(&mut pip(&["--break-system-packages"]))?;
+    }
+    for (pkg, check) in &missing {
+        if !python_works(check) {
+            bail!("installed {pkg}, but `python3 -c '{check}'` still fails");
+        }
+        println!("setup: python {pkg} installed");
     }
     Ok(())
 }

@@ -49,6 +49,23 @@ pub struct IdleTracker {
     pub short_gaps: u64,
 }
 
+/// Where closed intervals go: the report's totals ([`IdleTotals`]), or an exporter that draws
+/// each one (`convert --to perfetto`). Both then see the same intervals.
+pub trait IdleSink {
+    /// Gaps shorter than this are transit, not waste (counted in the tracker only).
+    fn min_interval_ns(&self) -> u64;
+    fn interval(&mut self, iv: IdleInterval);
+}
+
+impl IdleSink for IdleTotals {
+    fn min_interval_ns(&self) -> u64 {
+        self.min_interval_ns
+    }
+    fn interval(&mut self, iv: IdleInterval) {
+        self.add(iv);
+    }
+}
+
 /// Totals over all devices: per process and per (culprit, waiter) pair, and the longest
 /// intervals.
 #[derive(Clone, Debug, Default)]
@@ -108,7 +125,7 @@ impl IdleTracker {
         was_idle_pending: bool,
         now: &DeviceState,
         window: &Window,
-        totals: &mut IdleTotals,
+        totals: &mut impl IdleSink,
     ) {
         let is = now.idle_with_pending();
         match (was_idle_pending, is) {
@@ -151,7 +168,7 @@ impl IdleTracker {
     }
 
     /// Closes the open interval at `ts` (a change, or the end of the trace).
-    pub fn close(&mut self, dev: Dev, ts: u64, window: &Window, totals: &mut IdleTotals) {
+    pub fn close(&mut self, dev: Dev, ts: u64, window: &Window, totals: &mut impl IdleSink) {
         let Some((start, after_pid)) = self.open.take() else {
             return;
         };
@@ -159,7 +176,7 @@ impl IdleTracker {
         if duration_ns == 0 {
             return;
         }
-        if duration_ns < totals.min_interval_ns {
+        if duration_ns < totals.min_interval_ns() {
             self.short_gaps_ns += duration_ns;
             self.short_gaps += 1;
             return;
@@ -168,7 +185,7 @@ impl IdleTracker {
         self.intervals += 1;
         let mut waiting_pids = self.waiters.clone();
         waiting_pids.sort_unstable();
-        totals.add(IdleInterval {
+        totals.interval(IdleInterval {
             duration_ns,
             start_ns: start.max(window.from),
             dev,

@@ -46,6 +46,32 @@ impl SliceStats {
     }
 }
 
+/// Where slices go: the report's statistics per owner, or an exporter that draws each one
+/// (`convert --to perfetto`). Both then see the same slices.
+pub trait SliceSink {
+    /// A slice of `owner` ended: `requests` dispatches from `start_ns` to `end_ns`.
+    fn slice(&mut self, owner: u64, start_ns: u64, end_ns: u64, requests: u64);
+    /// The device switched to `owner`, seeking `seek_sectors` and waiting `gap_ns` after the
+    /// previous owner's last completion.
+    fn switched(&mut self, owner: u64, seek_sectors: u64, gap_ns: u64) {
+        let _ = (owner, seek_sectors, gap_ns);
+    }
+}
+
+impl SliceSink for FxHashMap<u64, SliceStats> {
+    fn slice(&mut self, owner: u64, start_ns: u64, end_ns: u64, requests: u64) {
+        let s = self.entry(owner).or_default();
+        s.slices += 1;
+        s.length_ns.record(end_ns.saturating_sub(start_ns));
+        s.length_requests.record(requests);
+    }
+    fn switched(&mut self, owner: u64, seek_sectors: u64, gap_ns: u64) {
+        let s = self.entry(owner).or_default();
+        s.switch_seek_sectors.record(seek_sectors);
+        s.switch_gap_ns.record(gap_ns);
+    }
+}
+
 struct Open {
     owner: u64,
     start: u64,
@@ -71,7 +97,7 @@ impl SliceTracker {
         ts: u64,
         sector: u64,
         sectors: u64,
-        stats: &mut FxHashMap<u64, SliceStats>,
+        stats: &mut impl SliceSink,
     ) {
         match &mut self.open {
             Some(o) if o.owner == owner => {
@@ -92,10 +118,8 @@ impl SliceTracker {
                 .map_or(0, |c| ts.saturating_sub(*c));
             seek_gap = Some((sector.abs_diff(prev.last_end_sector), gap));
         }
-        let s = stats.entry(owner).or_default();
         if let Some((seek, gap)) = seek_gap {
-            s.switch_seek_sectors.record(seek);
-            s.switch_gap_ns.record(gap);
+            stats.switched(owner, seek, gap);
         }
         self.open = Some(Open {
             owner,
@@ -110,15 +134,12 @@ impl SliceTracker {
         self.last_completion.insert(owner, ts);
     }
 
-    fn close(o: &Open, end: u64, stats: &mut FxHashMap<u64, SliceStats>) {
-        let s = stats.entry(o.owner).or_default();
-        s.slices += 1;
-        s.length_ns.record(end.saturating_sub(o.start));
-        s.length_requests.record(o.requests);
+    fn close(o: &Open, end: u64, stats: &mut impl SliceSink) {
+        stats.slice(o.owner, o.start, end, o.requests);
     }
 
     /// The trace ended: the open slice ends at its last dispatch.
-    pub fn finish(&mut self, stats: &mut FxHashMap<u64, SliceStats>) {
+    pub fn finish(&mut self, stats: &mut impl SliceSink) {
         if let Some(o) = self.open.take() {
             Self::close(&o, o.last_d, stats);
         }

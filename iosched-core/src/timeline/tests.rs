@@ -55,6 +55,7 @@ fn plain_request_has_every_stage() {
     assert_eq!(c.rqs.len(), 1);
     assert_eq!(c.rqs[0].submitter.unwrap().pid, 42);
     assert_eq!(c.rqs[0].bios, 1);
+    assert_eq!(c.rqs[0].q, Some(T0));
     // pending from Q to D, then one in the driver until C.
     assert_eq!(c.states.first(), Some(&(0, 0, 1)));
     assert!(c.states.contains(&(60, 1, 0)));
@@ -97,8 +98,10 @@ fn back_and_front_merged_bios_complete_with_their_request() {
     }
     assert_eq!(b2.submitter.unwrap().pid, 11);
     assert_eq!(c.rqs[0].bios, 3);
-    // The request belongs to the submitter of its first bio at issue.
+    // The request belongs to the submitter of its first bio at issue, but its life starts
+    // at the earliest Q among its bios (bio 1's, not the front-merged head's).
     assert_eq!(c.rqs[0].submitter.unwrap().pid, 12);
+    assert_eq!(c.rqs[0].q, Some(T0));
     // All three waited; none is left pending.
     assert_eq!(c.states.iter().map(|s| s.2).max(), Some(3));
     assert_eq!(c.states.last().unwrap().2, 0);

@@ -1,5 +1,6 @@
 //! `iosched-trace convert`: a trace rewritten as blktrace per-CPU files, or as a recording
-//! of ours, saying on stderr what the target format could not hold.
+//! of ours, saying on stderr what the target format could not hold; or drawn as a Perfetto
+//! trace for the Perfetto UI.
 
 use std::{
     io::{BufWriter, Write},
@@ -14,16 +15,87 @@ use iosched_core::{
     trace_file,
 };
 
-use crate::cli::{ConvertArgs, OutputFormat};
+use crate::{
+    cli::{ConvertArgs, ConvertFormat},
+    views::perfetto,
+};
 
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
     crate::system::let_interrupt_pass_for_stream(&args.file);
+    args.check_whole()?;
+    let perfetto_opts = match args.to {
+        ConvertFormat::Perfetto => Some(args.perfetto_options()?),
+        _ => None,
+    };
     let mut source = trace_file::open(&args.file)?;
     match args.to {
-        OutputFormat::Blktrace => to_blktrace(source.as_mut(), &args)?,
-        OutputFormat::Recording => to_recording(source.as_mut(), &args)?,
+        ConvertFormat::Blktrace => to_blktrace(source.as_mut(), &args)?,
+        ConvertFormat::Recording => to_recording(source.as_mut(), &args)?,
+        ConvertFormat::Perfetto => to_perfetto(
+            source.as_mut(),
+            &args,
+            &perfetto_opts.expect("made above for perfetto"),
+        )?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn to_perfetto(
+    source: &mut dyn TraceSource,
+    args: &ConvertArgs,
+    opts: &perfetto::Options,
+) -> anyhow::Result<()> {
+    let file = std::fs::File::create(&args.output)
+        .with_context(|| format!("cannot create {}", args.output.display()))?;
+    let out = args.output.display();
+    let mut on_large = |w: perfetto::SizeWarning| {
+        let (what, bytes) = match w {
+            perfetto::SizeWarning::Predicted(b) => ("will come to about", b),
+            perfetto::SizeWarning::Reached(b) => ("has reached", b),
+        };
+        eprintln!(
+            "warning: {out} {what} {:.1} GB: the Perfetto UI holds about 2 GB in the browser \
+             and may not load it; narrow it with --from/--until, -d, --pid or --comm",
+            bytes as f64 / 1e9
+        );
+    };
+    let (writer, summary) = perfetto::export(source, opts, BufWriter::new(file), &mut on_large)
+        .with_context(|| format!("converting {}", args.file.display()))?;
+    writer
+        .into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    for w in source.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let d = &summary.drawn;
+    let processes = d.requests_by_pid.keys().filter(|p| **p != 0).count();
+    eprintln!(
+        "wrote {} requests of {processes} processes, {} idling-waste intervals, {} service \
+         slices, {} wakeups ({} packets, {:.1} MB) to {}",
+        d.requests(),
+        d.idle_intervals,
+        d.service_slices,
+        d.wakeups,
+        summary.packets,
+        summary.bytes as f64 / 1e6,
+        args.output.display()
+    );
+    if d.events == 0 {
+        eprintln!("warning: no events in the span and devices asked for: the trace is empty");
+    } else if d.requests() == 0 {
+        eprintln!("warning: no completed request matched: no process tracks were drawn");
+    }
+    let a = &summary.anomalies;
+    if a.requests_in_flight_at_end > 0 || a.completions_of_unknown_requests > 0 {
+        eprintln!(
+            "not drawn: {} requests still in flight at the end, {} completions of requests \
+             issued before the start",
+            a.requests_in_flight_at_end, a.completions_of_unknown_requests
+        );
+    }
+    eprintln!("open it in the Perfetto UI: https://ui.perfetto.dev, \"Open trace file\"");
+    Ok(())
 }
 
 fn to_blktrace(source: &mut dyn TraceSource, args: &ConvertArgs) -> anyhow::Result<()> {

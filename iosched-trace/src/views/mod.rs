@@ -20,5 +20,6 @@ pub mod calibrate;
 pub mod dump;
 pub mod explain;
 pub mod model_check;
+pub mod perfetto;
 pub mod replay;
 pub mod report;
