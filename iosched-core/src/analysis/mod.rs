@@ -2,6 +2,7 @@
 //! memory bounded by the number of devices, processes and cgroups (histograms, not samples).
 //!
 //! - [`latency`]: btt's stages and the distributions that hold them.
+//! - [`bins`]: the same numbers over time, in a bounded number of bins (for plots).
 //! - [`idling`]: idle-with-pending intervals and who they are attributed to.
 //! - [`slices`]: runs of dispatches per owner (the scheduler's switching pattern).
 //! - [`seeks`]: seek distances.
@@ -9,6 +10,7 @@
 //!
 //! Owns: aggregation. Must not: read files, print.
 
+pub mod bins;
 pub mod idling;
 pub mod latency;
 pub mod loghist;
