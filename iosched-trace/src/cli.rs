@@ -175,6 +175,11 @@ pub struct ReportArgs {
     /// The report as one JSON document (schema: docs/REPORT.md).
     #[arg(long)]
     pub json: bool,
+    /// Write the report as one self-contained HTML page to FILE (timelines per process,
+    /// sector against time, throughput, queue depth, latency plots, the report's tables);
+    /// nothing on stdout.
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    pub html: Option<PathBuf>,
     /// Start of the window, seconds after the trace's first event.
     #[arg(long, value_name = "SECS")]
     pub from: Option<f64>,

@@ -536,11 +536,9 @@ impl LifeSink for TimeBins {
             }
         }
         let dir = Direction::of(ev.op);
-        if let (Some(axis), true, false) = (
-            self.axis,
-            self.window.contains(ts),
-            dir == Direction::Other,
-        ) {
+        if let (Some(axis), true, false) =
+            (self.axis, self.window.contains(ts), dir == Direction::Other)
+        {
             let col = axis.index(ts) / SECTOR_COL_BINS;
             let pid = submitter.map_or(0, |s| s.pid);
             self.sectors
@@ -636,6 +634,77 @@ impl LifeSink for TimeBins {
             d.max_in_driver[i] = d.max_in_driver[i].max(state.in_driver);
         }
     }
+}
+
+/// One latency distribution as the plots draw it: log bins and a percentile curve.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyCurve {
+    /// `process` or `device`.
+    pub scope: &'static str,
+    /// The process's pid (0 for a device).
+    pub pid: u32,
+    /// `comm (pid)`, or the device's `major:minor`.
+    pub name: String,
+    pub stage: &'static str,
+    pub count: u64,
+    /// Flat `[lowest ns, count, ...]`, [`LATENCY_BINS_PER_OCTAVE`] bins per octave.
+    pub bins: Vec<u64>,
+    /// `[percentile, ns]` at [`PERCENTILES`].
+    pub percentiles: Vec<(f64, u64)>,
+}
+
+pub const LATENCY_BINS_PER_OCTAVE: u32 = 4;
+/// Where the percentile curves are sampled: dense towards the tail.
+pub const PERCENTILES: [f64; 21] = [
+    0.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 97.0, 98.0, 99.0, 99.5,
+    99.8, 99.9, 99.95, 99.99, 100.0,
+];
+
+/// The Q2D, D2C and Q2C distributions of each process and device of a finished pass, from
+/// the report's own histograms (those its percentiles come from).
+pub fn latency_curves(agg: &super::Aggregator) -> Vec<LatencyCurve> {
+    use super::latency::{Latency, Stage, Stages};
+    let curve = |scope, pid, name: String, stage: Stage, l: &Latency| LatencyCurve {
+        scope,
+        pid,
+        name,
+        stage: stage.name(),
+        count: l.count(),
+        bins: l
+            .log_bins(LATENCY_BINS_PER_OCTAVE)
+            .into_iter()
+            .flat_map(|(lo, n)| [lo, n])
+            .collect(),
+        percentiles: PERCENTILES
+            .iter()
+            .map(|p| (*p, l.quantile(p / 100.0)))
+            .collect(),
+    };
+    let mut out = Vec::new();
+    let mut add = |scope, pid, name: &str, stages: &Stages| {
+        for stage in [Stage::Q2D, Stage::D2C, Stage::Q2C] {
+            if let Some(l) = stages.get(stage) {
+                out.push(curve(scope, pid, name.to_string(), stage, l));
+            }
+        }
+    };
+    let mut devs: Vec<_> = agg.devices.iter().collect();
+    devs.sort_by_key(|(d, _)| **d);
+    for (dev, d) in devs {
+        add(
+            "device",
+            0,
+            &format!("{}:{}", dev.major, dev.minor),
+            &d.stages,
+        );
+    }
+    let mut procs: Vec<_> = agg.processes.values().collect();
+    procs.sort_by_key(|p| p.who.pid);
+    for p in procs {
+        let name = format!("{} ({})", p.who.comm.as_str(), p.who.pid);
+        add("process", p.who.pid, &name, &p.stages);
+    }
+    out
 }
 
 #[cfg(test)]

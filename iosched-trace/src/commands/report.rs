@@ -1,11 +1,23 @@
 //! `iosched-trace report`: where the time went ([`iosched_core::analysis`]), as
-//! [`crate::views::report`]'s text or JSON.
+//! [`crate::views::report`]'s text or JSON, or [`crate::views::html`]'s page.
 
-use std::process::ExitCode;
+use std::{path::Path, process::ExitCode};
 
-use iosched_core::{analysis, trace_file};
+use anyhow::Context as _;
+use iosched_core::{
+    analysis::{
+        self, Aggregator, Options, Report,
+        bins::{self, TimeBins},
+    },
+    driver::{self, Filter},
+    source::TraceSource,
+    trace_file,
+};
 
-use crate::cli::ReportArgs;
+use crate::{cli::ReportArgs, views};
+
+/// Idle-with-pending intervals the page draws one by one (the longest): bounds its size.
+pub const HTML_IDLE_INTERVALS: usize = 10_000;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let opts = args.options()?;
@@ -23,6 +35,14 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         .map(|p| p.cgroup_id)
         .collect();
     opts.cgroups.extend(by_path.iter().map(|i| i.to_string()));
+    if let Some(path) = &args.html {
+        let (report, page) = html_page(source.as_mut(), &opts)?;
+        for w in &report.trace.warnings {
+            eprintln!("warning: {w}");
+        }
+        write_page(path, &page)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let report = analysis::analyze(source.as_mut(), &opts)?;
     for w in &report.trace.warnings {
         eprintln!("warning: {w}");
@@ -37,3 +57,47 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     super::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// The report (exactly [`analysis::analyze`]'s) and its HTML page, from one pass: the
+/// [`Aggregator`] and the [`TimeBins`] side by side.
+pub fn html_page(source: &mut dyn TraceSource, opts: &Options) -> anyhow::Result<(Report, String)> {
+    let wanted = analysis::report::resolve_devices(&source.meta().devices, &opts.devices)?;
+    // The page draws many more idle intervals than the table lists; the report keeps its own.
+    let mut agg_opts = opts.clone();
+    agg_opts.top_intervals = opts.top_intervals.max(HTML_IDLE_INTERVALS);
+    let mut sinks = (
+        Aggregator::new(agg_opts),
+        TimeBins::new(opts, bins::DEFAULT_BINS),
+    );
+    let anomalies = driver::drive(source, Filter::ALL.devices(wanted), &mut sinks)?;
+    let (agg, time_bins) = sinks;
+    let mut report = analysis::report::build(&agg, &anomalies, source);
+    // Longest first, as a run with `top_intervals` alone keeps them.
+    report.idling.top_intervals.truncate(opts.top_intervals);
+    let idle = agg.idle.top();
+    let latency = bins::latency_curves(&agg);
+    let page = views::html::render(&views::html::Page {
+        report: &report,
+        bins: &time_bins,
+        idle: &idle,
+        latency: &latency,
+    })?;
+    Ok((report, page))
+}
+
+/// Writes the page and says where, with its size (stderr: stdout stays empty).
+pub fn write_page(path: &Path, page: &str) -> anyhow::Result<()> {
+    std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!(
+        "report: wrote {} ({})",
+        path.display(),
+        iosched_core::units::human_bytes(
+            page.len() as f64,
+            iosched_core::units::BytesStyle::UpToGib
+        )
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

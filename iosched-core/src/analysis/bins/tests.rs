@@ -77,14 +77,16 @@ fn per_bin_totals_add_up_to_the_reports() {
     let b = &bins.devices[&DEV];
     let completed: u64 = d.completed.iter().map(|c| c.requests).sum();
     assert_eq!(sum(&b.requests), completed);
-    assert_eq!(sum(&b.bytes), d.completed.iter().map(|c| c.bytes).sum::<u64>());
+    assert_eq!(
+        sum(&b.bytes),
+        d.completed.iter().map(|c| c.bytes).sum::<u64>()
+    );
     assert_eq!(u128::from(sum(&b.pending_area)), d.pending_area);
     assert_eq!(u128::from(sum(&b.driver_area)), d.driver_area);
     assert_eq!(b.max_pending.iter().max().copied(), Some(d.max_pending));
     assert_eq!(b.max_in_driver.iter().max().copied(), Some(d.max_in_driver));
     // Every read and write dispatch is in the sector grid.
-    let cells =
-        |g: &[SectorCell]| -> u64 { g.iter().map(|c| u64::from(c.count)).sum::<u64>() };
+    let cells = |g: &[SectorCell]| -> u64 { g.iter().map(|c| u64::from(c.count)).sum::<u64>() };
     assert_eq!(
         cells(&bins.sectors.read) + cells(&bins.sectors.write),
         d.requests_dispatched
@@ -98,7 +100,10 @@ fn a_one_ns_request_in_a_long_trace_still_marks_its_bin() {
     let mut s = Sim::default();
     // A long trace (10 s: 2048 bins of ~5 ms) with one bio whose whole life is 1 ns.
     s.plain(1, 1, 0, 4096, 0, 0, 0, 1 * US);
-    s.at(5 * 1000 * MS).q(2, 2, 800, 4096, Op::Read).g(2).i(12, 2, 800, 4096);
+    s.at(5 * 1000 * MS)
+        .q(2, 2, 800, 4096, Op::Read)
+        .g(2)
+        .i(12, 2, 800, 4096);
     s.wait(0).d(12, &[2], 800, 4096, Op::Read);
     s.wait(1).c(12, 4096, 4096);
     s.at(10 * 1000 * MS).plain(3, 1, 8, 4096, 0, 0, 0, US);
@@ -127,7 +132,10 @@ fn a_bio_spanning_bins_is_split_exactly_between_them() {
     // completed at 4 µs.
     let mut s = Sim::default();
     s.at(0).plain(9, 7, 0, 512, 0, 0, 0, 0); // sets the window's start at 0
-    s.at(500).q(1, 1, 100, 4096, Op::Read).g(1).i(11, 1, 100, 4096);
+    s.at(500)
+        .q(1, 1, 100, 4096, Op::Read)
+        .g(1)
+        .i(11, 1, 100, 4096);
     s.at(2250).d(11, &[1], 100, 4096, Op::Read);
     s.at(4000).c(11, 4096, 4096);
     s.at(1500 * US).plain(20, 7, 0, 512, 0, 0, 0, 0);
