@@ -31,6 +31,8 @@ const PACKAGES: &[(&str, &[&str])] = &[
     ("blktrace", &["blkparse", "btt"]),
     ("bpftool", &["bpftool"]),
     ("tmux", &["tmux"]),
+    // The browser test of `report --html` (tests/tests/html.rs) runs it headless.
+    ("chromium", &["chromium"]),
 ];
 
 /// Pseudo file systems the tracer and the tests need: (type, mount point).

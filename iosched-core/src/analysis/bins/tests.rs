@@ -99,7 +99,7 @@ fn per_bin_totals_add_up_to_the_reports() {
 fn a_one_ns_request_in_a_long_trace_still_marks_its_bin() {
     let mut s = Sim::default();
     // A long trace (10 s: 2048 bins of ~5 ms) with one bio whose whole life is 1 ns.
-    s.plain(1, 1, 0, 4096, 0, 0, 0, 1 * US);
+    s.plain(1, 1, 0, 4096, 0, 0, 0, US);
     s.at(5 * 1000 * MS)
         .q(2, 2, 800, 4096, Op::Read)
         .g(2)
