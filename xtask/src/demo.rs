@@ -56,6 +56,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         .keep
         .clone()
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/demo"));
+    std::fs::create_dir_all(&keep).with_context(|| format!("creating {}", keep.display()))?;
+    // The paths it prints are a person's to open: without `..` in them.
+    let keep = keep.canonicalize().unwrap_or(keep);
     let outcomes = scenario::run(
         &demo,
         &tools,

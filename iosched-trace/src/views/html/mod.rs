@@ -254,7 +254,7 @@ the process the device idled for (solid) and those that waited (dashed).</div>
 <canvas id="sect-r"></canvas>
 <canvas id="sect-w"></canvas>
 <h2>Latency</h2>
-<div class="note">Per process (its colour) and per device (dashed black).</div>
+<div class="note">Per device (dashed black) and per process (its colour; the 8 with the most samples).</div>
 <div id="latency"></div>
 </div>
 <div id="tables"><h2>Report</h2></div>

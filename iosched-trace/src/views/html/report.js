@@ -359,10 +359,12 @@
     ctx.setLineDash([]);
   }
   // A time plot of several per-column series.
-  function timePlot(id, title, series, yfmt) {
+  // `step` px per column: rates of sparse completions are read better over wider columns.
+  function timePlot(id, title, series, yfmt, step) {
     const { ctx, w, h } = canvas(id, 170);
-    const cols = Math.max(50, Math.floor(w - PAD.l - PAD.r));
-    const xs = Array.from({ length: cols }, (_, c) => PAD.l + c + 0.5);
+    const pw = Math.floor(w - PAD.l - PAD.r), st = step || 1;
+    const cols = Math.max(20, Math.floor(pw / st));
+    const xs = Array.from({ length: cols }, (_, c) => PAD.l + (c + 0.5) * pw / cols);
     const vals = series.map((s) => s.f(cols));
     let max = 0;
     for (const v of vals) for (const x of v) if (isFinite(x)) max = Math.max(max, x);
@@ -383,14 +385,19 @@
   }
   function drawRates() {
     const { v0, v1 } = view;
-    const per = (key, k) => D.lanes.map((l) => ({ name: l.comm + " " + l.pid, color: color(l.pid), f: (cols) => resample(l[key], cols, v0, v1).v.map((x) => x * k) }));
+    // The 8 processes with the most bytes each get a line (more would be a tangle), and
+    // the total.
+    const total = (l) => l.bytes.reduce((a, b) => a + b, 0);
+    const top = [...D.lanes].sort((a, b) => total(b) - total(a)).slice(0, 8).sort((a, b) => a.pid - b.pid);
+    const per = (key, k) => top.map((l) => ({ name: l.comm + " " + l.pid, color: color(l.pid), f: (cols) => resample(l[key], cols, v0, v1).v.map((x) => x * k) }));
+    const more = D.lanes.length > top.length ? " (the " + top.length + " processes with the most bytes, and the total)" : "";
     const tot = (key, k) => ({ name: "total", color: "#000", width: 1.6, dash: true, f: (cols) => {
       const acc = new Float64Array(cols);
       for (const dv of D.devices) resample(dv[key], cols, v0, v1).v.forEach((x, i) => { acc[i] += x * k; });
       return acc;
     } });
-    timePlot("tput", "throughput, MB/s (completions)", [...per("bytes", 1e3), tot("bytes", 1e3)], fmtSI);
-    timePlot("iops", "IOPS (requests completed)", [...per("requests", 1e9), tot("requests", 1e9)], fmtSI);
+    timePlot("tput", "throughput, MB/s (completions)" + more, [...per("bytes", 1e3), tot("bytes", 1e3)], fmtSI, 4);
+    timePlot("iops", "IOPS (requests completed)" + more, [...per("requests", 1e9), tot("requests", 1e9)], fmtSI, 4);
     const depth = [];
     D.devices.forEach((dv, i) => {
       depth.push({ name: dv.name + " scheduler mean", color: PALETTE[(2 * i + 1) % PALETTE.length], f: (cols) => resample(dv.pending_area, cols, v0, v1).v });
@@ -420,7 +427,8 @@
         ctx.globalAlpha = a;
         ctx.fillStyle = color(cells[i + 3]);
         const y0 = Y((r + 1) * rowSectors), y1 = Y(r * rowSectors);
-        ctx.fillRect(x0, y0, Math.max(1, x1 - x0), Math.max(1, y1 - y0));
+        // At least 2 px: a single dispatch stays visible.
+        ctx.fillRect(x0, y0, Math.max(2, x1 - x0), Math.max(2, y1 - y0));
       }
       ctx.globalAlpha = 1;
       drawn.plots++;
@@ -432,7 +440,10 @@
     const host = document.getElementById("latency");
     host.replaceChildren();
     for (const stage of ["q2d", "d2c", "q2c"]) {
-      const ser = D.latency.filter((s) => s.stage === stage && s.count > 0);
+      // Each device, and the 8 processes with the most samples (more would be a tangle).
+      const all = D.latency.filter((s) => s.stage === stage && s.count > 0);
+      const procs = all.filter((s) => s.scope === "process").sort((a, b) => b.count - a.count).slice(0, 8).sort((a, b) => a.pid - b.pid);
+      const ser = [...all.filter((s) => s.scope === "device"), ...procs];
       const row = el("div", { class: "latrow" });
       const hc = el("canvas", { id: "hist-" + stage }), pc = el("canvas", { id: "pct-" + stage });
       const hd = el("div", { class: "half" }), pd = el("div", { class: "half" });
