@@ -140,6 +140,10 @@ pub struct ExplainArgs {
     /// One JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Write the findings and the report of the explained device as one self-contained
+    /// HTML page to FILE (as `report --html`, the findings above the plots).
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

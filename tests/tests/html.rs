@@ -186,6 +186,38 @@ fn the_html_report_draws_in_a_real_browser() {
         "no idle tooltip"
     );
 
+    // explain --html: the same page with the findings above, as many as `explain --json` has.
+    let explain_page = dir.path().join("explain.html");
+    run(Command::new(binary())
+        .arg("explain")
+        .arg(&trace)
+        .arg("--html")
+        .arg(&explain_page))
+    .unwrap();
+    let json: serde_json::Value = serde_json::from_str(
+        &run(Command::new(binary())
+            .arg("explain")
+            .arg(&trace)
+            .arg("--json"))
+        .unwrap(),
+    )
+    .unwrap();
+    let findings = json["findings"].as_array().unwrap().len();
+    let out = headless(&chromium, "1400,2000", &profile)
+        .args(["--dump-dom", &format!("file://{}", explain_page.display())])
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let body = &dom[dom.find("<body").expect("no body")..];
+    let body = &body[..body.find('>').unwrap()];
+    assert_eq!(attr(body, "data-ready"), Some("1"), "{body}");
+    assert_eq!(attr(body, "data-errors"), Some("0"), "{body}");
+    assert_eq!(
+        attr(body, "data-findings"),
+        Some(findings.to_string().as_str())
+    );
+    assert_eq!(attr(body, "data-lanes"), Some("3"));
+
     // Screenshots at two window sizes, kept for a person to look at.
     for (size, name) in [
         ("1400,2000", "html-report-wide.png"),

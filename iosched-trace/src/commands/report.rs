@@ -61,6 +61,15 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
 /// The report (exactly [`analysis::analyze`]'s) and its HTML page, from one pass: the
 /// [`Aggregator`] and the [`TimeBins`] side by side.
 pub fn html_page(source: &mut dyn TraceSource, opts: &Options) -> anyhow::Result<(Report, String)> {
+    html_page_with(source, opts, None)
+}
+
+/// [`html_page`] with `explain`'s findings above the plots.
+pub fn html_page_with(
+    source: &mut dyn TraceSource,
+    opts: &Options,
+    explain: Option<views::html::Explain>,
+) -> anyhow::Result<(Report, String)> {
     let wanted = analysis::report::resolve_devices(&source.meta().devices, &opts.devices)?;
     // The page draws many more idle intervals than the table lists; the report keeps its own.
     let mut agg_opts = opts.clone();
@@ -81,6 +90,7 @@ pub fn html_page(source: &mut dyn TraceSource, opts: &Options) -> anyhow::Result
         bins: &time_bins,
         idle: &idle,
         latency: &latency,
+        explain,
     })?;
     Ok((report, page))
 }

@@ -29,6 +29,16 @@ pub struct Page<'a> {
     /// Idle-with-pending intervals to draw (the longest, up to the command's cap).
     pub idle: &'a [IdleInterval],
     pub latency: &'a [LatencyCurve],
+    /// For `explain --html`: `explain --json`'s document and its text, shown above the
+    /// plots.
+    pub explain: Option<Explain<'a>>,
+}
+
+/// `explain`'s findings for the page.
+#[derive(Clone, Copy, Serialize)]
+pub struct Explain<'a> {
+    pub json: &'a serde_json::Value,
+    pub text: &'a str,
 }
 
 #[derive(Serialize)]
@@ -103,6 +113,7 @@ struct Data<'a> {
     /// Flat `[pid, q, d (-1: none), c, ...]`, ns after the axis' start; `null` when the
     /// trace has too many bios to keep.
     exact: Option<Vec<i64>>,
+    explain: Option<Explain<'a>>,
 }
 
 fn rel(axis: &Axis, ts: u64) -> i64 {
@@ -204,6 +215,7 @@ fn data<'a>(page: &Page<'a>) -> Data<'a> {
         },
         latency: page.latency,
         exact,
+        explain: page.explain,
     }
 }
 
@@ -219,7 +231,15 @@ pub fn render(page: &Page) -> Result<String, serde_json::Error> {
     // In a <script> element nothing may read as a closing tag or a comment: '<' only occurs
     // inside JSON strings, where \u003c means the same.
     let json = serde_json::to_string(&data(page))?.replace('<', "\\u003c");
-    let title = escape(&format!("iosched-trace report: {}", page.report.trace.path));
+    let command = if page.explain.is_some() {
+        "explain"
+    } else {
+        "report"
+    };
+    let title = escape(&format!(
+        "iosched-trace {command}: {}",
+        page.report.trace.path
+    ));
     Ok(format!(
         r#"<!DOCTYPE html>
 <html lang="en">
@@ -238,6 +258,7 @@ pub fn render(page: &Page) -> Result<String, serde_json::Error> {
 <div class="controls"><button id="reset">show all</button><span id="viewinfo"></span>
 <span class="note"> &mdash; wheel: zoom, drag: pan, double click: all</span></div>
 <div id="legend"></div>
+<div id="explain"></div>
 <div class="layout">
 <div class="plots">
 <h2>Timeline</h2>

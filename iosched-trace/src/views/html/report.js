@@ -532,7 +532,7 @@
 
   function header() {
     const t = R.trace;
-    document.getElementById("title").textContent = "iosched-trace report: " + t.path;
+    document.getElementById("title").textContent = "iosched-trace " + (D.explain ? "explain" : "report") + ": " + t.path;
     const lines = [t.format + " trace, " + fmtNs(t.duration_ns) + ", " + t.events + " events" + (t.kernel_release ? ", kernel " + t.kernel_release : "") + (t.filters.length ? "; filters: " + t.filters.join("; ") : "")];
     for (const w of t.warnings) lines.push("warning: " + w);
     document.getElementById("summary").textContent = lines.join("\n");
@@ -545,7 +545,39 @@
     }
   }
 
+  // explain --html: the findings, ranked, with their evidence and estimates, and explain's
+  // own text (its first line says whether the model reproduces the recording).
+  function drawExplain() {
+    const X = D.explain;
+    if (!X) return;
+    const host = document.getElementById("explain");
+    host.appendChild(el("h2", {}, "Explanation: " + X.json.device + " under " + (X.json.scheduler || "?")));
+    const first = X.text.split("\n")[0];
+    if (first.includes("MODEL CHECK FAILED")) host.appendChild(el("p", { class: "warn" }, first));
+    X.json.findings.forEach((f, i) => {
+      const d = el("div", { class: "finding" });
+      d.appendChild(el("div", { class: "claim" }, (i + 1) + ". [" + f.cause + "] " + f.title));
+      const ul = el("ul");
+      f.evidence.forEach((ev) => ul.appendChild(el("li", {}, ev)));
+      d.appendChild(ul);
+      if (f.estimate) {
+        const e = f.estimate;
+        d.appendChild(el("div", { class: "estimate" }, "=> with " + e.what_if + ": " + e.predicted_mb_s.toFixed(3) +
+          " MB/s instead of " + e.measured_mb_s.toFixed(3) + " (" + (e.change_pct >= 0 ? "+" : "") + e.change_pct.toFixed(0) + "%)" +
+          (e.reliable ? "" : " [unreliable: the model does not reproduce the recording]")));
+      }
+      host.appendChild(d);
+    });
+    host.appendChild(el("p", { class: "verdict" }, X.json.verdict));
+    const det = el("details");
+    det.appendChild(el("summary", {}, "explain's text"));
+    det.appendChild(el("pre", {}, X.text));
+    host.appendChild(det);
+    document.body.dataset.findings = String(X.json.findings.length);
+  }
+
   header();
+  drawExplain();
   redraws.push(drawTimeline, drawRates, drawSectors);
   const tl = document.getElementById("timeline");
   zoomable(tl, LABEL, () => Math.max(400, tl.clientWidth - 2) - LABEL - 10);

@@ -19,6 +19,7 @@ fn markup_in_names_cannot_close_the_script_or_title() {
         bins: &bins,
         idle: &[],
         latency: &[],
+        explain: None,
     })
     .unwrap();
     // The only closing script tags are the page's own two.
