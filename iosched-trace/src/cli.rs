@@ -119,6 +119,10 @@ pub struct ReplayArgs {
     /// One JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Write the recorded run's report and the predicted runs beside it (totals and per
+    /// process) as one self-contained HTML page to FILE.
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -218,6 +218,27 @@ fn the_html_report_draws_in_a_real_browser() {
     );
     assert_eq!(attr(body, "data-lanes"), Some("3"));
 
+    // replay --html: the recorded run beside two predicted ones.
+    let replay_page = dir.path().join("replay.html");
+    run(Command::new(binary())
+        .arg("replay")
+        .arg(&trace)
+        .args(["--compare", "none,bfq", "--html"])
+        .arg(&replay_page))
+    .unwrap();
+    let out = headless(&chromium, "1400,2000", &profile)
+        .args(["--dump-dom", &format!("file://{}", replay_page.display())])
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let body = &dom[dom.find("<body").expect("no body")..];
+    let body = &body[..body.find('>').unwrap()];
+    assert_eq!(attr(body, "data-ready"), Some("1"), "{body}");
+    assert_eq!(attr(body, "data-errors"), Some("0"), "{body}");
+    assert_eq!(attr(body, "data-runs"), Some("2"), "{body}");
+    // The report's 11 plots and the replay's bars.
+    assert_eq!(attr(body, "data-plots"), Some("12"), "{body}");
+
     // Screenshots at two window sizes, kept for a person to look at.
     for (size, name) in [
         ("1400,2000", "html-report-wide.png"),

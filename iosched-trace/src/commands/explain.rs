@@ -17,19 +17,12 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.html {
         let json = serde_json::to_value(crate::views::explain::explain_json(&r, &e))?;
         let text = crate::views::explain::render_explain(&r, &e);
-        // The report of the device explained, from a second pass over the trace.
-        let mut source = iosched_core::trace_file::open(&args.file)?;
-        let opts = iosched_core::analysis::Options {
-            devices: vec![e.device.clone()],
-            top_intervals: 10,
-            ..Default::default()
-        };
-        let explain = crate::views::html::Explain {
+        let model = crate::views::html::Model {
+            command: "explain",
             json: &json,
             text: &text,
         };
-        let (_, page) = super::report::html_page_with(source.as_mut(), &opts, Some(explain))?;
-        super::report::write_page(path, &page)?;
+        super::report::write_model_page(path, &args.file, &e.device, model)?;
         return Ok(ExitCode::SUCCESS);
     }
     let text = if args.json {

@@ -46,7 +46,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let check = self_check(&r, &recorded, &specs, &extra, &runs)?;
-    let text = if args.json {
+    if args.json || args.html.is_some() {
         let doc = serde_json::json!({
             "schema": "iosched-trace-replay/1",
             "device": r.workload.device.name,
@@ -58,12 +58,29 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             "recorded": recorded,
             "runs": runs,
         });
+        if let Some(path) = &args.html {
+            let text = crate::views::replay::render_replay(
+                &r,
+                &recorded,
+                &runs,
+                check.as_ref(),
+                args.decisions,
+            );
+            let model = crate::views::html::Model {
+                command: "replay",
+                json: &doc,
+                text: &text,
+            };
+            super::report::write_model_page(path, &args.file, &r.workload.device.name, model)?;
+            return Ok(ExitCode::SUCCESS);
+        }
         let mut s = serde_json::to_string_pretty(&doc)?;
         s.push('\n');
-        s
-    } else {
-        crate::views::replay::render_replay(&r, &recorded, &runs, check.as_ref(), args.decisions)
-    };
+        super::write_stdout(&s)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text =
+        crate::views::replay::render_replay(&r, &recorded, &runs, check.as_ref(), args.decisions);
     super::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }

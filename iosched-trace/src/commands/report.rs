@@ -64,11 +64,11 @@ pub fn html_page(source: &mut dyn TraceSource, opts: &Options) -> anyhow::Result
     html_page_with(source, opts, None)
 }
 
-/// [`html_page`] with `explain`'s findings above the plots.
+/// [`html_page`] with the model's results (`explain`'s or `replay`'s) above the plots.
 pub fn html_page_with(
     source: &mut dyn TraceSource,
     opts: &Options,
-    explain: Option<views::html::Explain>,
+    model: Option<views::html::Model>,
 ) -> anyhow::Result<(Report, String)> {
     let wanted = analysis::report::resolve_devices(&source.meta().devices, &opts.devices)?;
     // The page draws many more idle intervals than the table lists; the report keeps its own.
@@ -90,9 +90,27 @@ pub fn html_page_with(
         bins: &time_bins,
         idle: &idle,
         latency: &latency,
-        explain,
+        model,
     })?;
     Ok((report, page))
+}
+
+/// `explain --html` and `replay --html`: the recording's page for `device`, the model's
+/// results above it, written to `path`.
+pub fn write_model_page(
+    path: &Path,
+    trace: &Path,
+    device: &str,
+    model: views::html::Model,
+) -> anyhow::Result<()> {
+    let mut source = trace_file::open(trace)?;
+    let opts = Options {
+        devices: vec![device.to_string()],
+        top_intervals: 10,
+        ..Default::default()
+    };
+    let (_, page) = html_page_with(source.as_mut(), &opts, Some(model))?;
+    write_page(path, &page)
 }
 
 /// Writes the page and says where, with its size (stderr: stdout stays empty).

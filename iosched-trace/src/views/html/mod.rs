@@ -29,14 +29,15 @@ pub struct Page<'a> {
     /// Idle-with-pending intervals to draw (the longest, up to the command's cap).
     pub idle: &'a [IdleInterval],
     pub latency: &'a [LatencyCurve],
-    /// For `explain --html`: `explain --json`'s document and its text, shown above the
-    /// plots.
-    pub explain: Option<Explain<'a>>,
+    /// For `explain --html` and `replay --html`: the model's results, shown above the plots.
+    pub model: Option<Model<'a>>,
 }
 
-/// `explain`'s findings for the page.
+/// The model's results for the page: `explain` or `replay`, its `--json` document and its
+/// text.
 #[derive(Clone, Copy, Serialize)]
-pub struct Explain<'a> {
+pub struct Model<'a> {
+    pub command: &'static str,
     pub json: &'a serde_json::Value,
     pub text: &'a str,
 }
@@ -113,7 +114,7 @@ struct Data<'a> {
     /// Flat `[pid, q, d (-1: none), c, ...]`, ns after the axis' start; `null` when the
     /// trace has too many bios to keep.
     exact: Option<Vec<i64>>,
-    explain: Option<Explain<'a>>,
+    model: Option<Model<'a>>,
 }
 
 fn rel(axis: &Axis, ts: u64) -> i64 {
@@ -215,7 +216,7 @@ fn data<'a>(page: &Page<'a>) -> Data<'a> {
         },
         latency: page.latency,
         exact,
-        explain: page.explain,
+        model: page.model,
     }
 }
 
@@ -231,11 +232,7 @@ pub fn render(page: &Page) -> Result<String, serde_json::Error> {
     // In a <script> element nothing may read as a closing tag or a comment: '<' only occurs
     // inside JSON strings, where \u003c means the same.
     let json = serde_json::to_string(&data(page))?.replace('<', "\\u003c");
-    let command = if page.explain.is_some() {
-        "explain"
-    } else {
-        "report"
-    };
+    let command = page.model.map_or("report", |m| m.command);
     let title = escape(&format!(
         "iosched-trace {command}: {}",
         page.report.trace.path
@@ -258,7 +255,7 @@ pub fn render(page: &Page) -> Result<String, serde_json::Error> {
 <div class="controls"><button id="reset">show all</button><span id="viewinfo"></span>
 <span class="note"> &mdash; wheel: zoom, drag: pan, double click: all</span></div>
 <div id="legend"></div>
-<div id="explain"></div>
+<div id="model"></div>
 <div class="layout">
 <div class="plots">
 <h2>Timeline</h2>

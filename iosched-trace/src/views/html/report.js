@@ -532,7 +532,7 @@
 
   function header() {
     const t = R.trace;
-    document.getElementById("title").textContent = "iosched-trace " + (D.explain ? "explain" : "report") + ": " + t.path;
+    document.getElementById("title").textContent = "iosched-trace " + (D.model ? D.model.command : "report") + ": " + t.path;
     const lines = [t.format + " trace, " + fmtNs(t.duration_ns) + ", " + t.events + " events" + (t.kernel_release ? ", kernel " + t.kernel_release : "") + (t.filters.length ? "; filters: " + t.filters.join("; ") : "")];
     for (const w of t.warnings) lines.push("warning: " + w);
     document.getElementById("summary").textContent = lines.join("\n");
@@ -545,39 +545,78 @@
     }
   }
 
-  // explain --html: the findings, ranked, with their evidence and estimates, and explain's
-  // own text (its first line says whether the model reproduces the recording).
-  function drawExplain() {
-    const X = D.explain;
-    if (!X) return;
-    const host = document.getElementById("explain");
-    host.appendChild(el("h2", {}, "Explanation: " + X.json.device + " under " + (X.json.scheduler || "?")));
-    const first = X.text.split("\n")[0];
-    if (first.includes("MODEL CHECK FAILED")) host.appendChild(el("p", { class: "warn" }, first));
-    X.json.findings.forEach((f, i) => {
-      const d = el("div", { class: "finding" });
-      d.appendChild(el("div", { class: "claim" }, (i + 1) + ". [" + f.cause + "] " + f.title));
-      const ul = el("ul");
-      f.evidence.forEach((ev) => ul.appendChild(el("li", {}, ev)));
-      d.appendChild(ul);
-      if (f.estimate) {
-        const e = f.estimate;
-        d.appendChild(el("div", { class: "estimate" }, "=> with " + e.what_if + ": " + e.predicted_mb_s.toFixed(3) +
-          " MB/s instead of " + e.measured_mb_s.toFixed(3) + " (" + (e.change_pct >= 0 ? "+" : "") + e.change_pct.toFixed(0) + "%)" +
-          (e.reliable ? "" : " [unreliable: the model does not reproduce the recording]")));
-      }
-      host.appendChild(d);
-    });
-    host.appendChild(el("p", { class: "verdict" }, X.json.verdict));
+  // explain --html: the findings, ranked, with their evidence and estimates; replay --html:
+  // the recorded run beside the predicted ones, in totals and per process. Both with the
+  // command's own text (its first line says whether the model reproduces the recording).
+  function drawModel() {
+    const M = D.model;
+    if (!M) return;
+    const host = document.getElementById("model");
+    const J = M.json;
+    const first = M.text.split("\n")[0];
+    if (M.command === "explain") {
+      host.appendChild(el("h2", {}, "Explanation: " + J.device + " under " + (J.scheduler || "?")));
+      if (first.includes("MODEL CHECK FAILED")) host.appendChild(el("p", { class: "warn" }, first));
+      J.findings.forEach((f, i) => {
+        const d = el("div", { class: "finding" });
+        d.appendChild(el("div", { class: "claim" }, (i + 1) + ". [" + f.cause + "] " + f.title));
+        const ul = el("ul");
+        f.evidence.forEach((ev) => ul.appendChild(el("li", {}, ev)));
+        d.appendChild(ul);
+        if (f.estimate) {
+          const e = f.estimate;
+          d.appendChild(el("div", { class: "estimate" }, "=> with " + e.what_if + ": " + e.predicted_mb_s.toFixed(3) +
+            " MB/s instead of " + e.measured_mb_s.toFixed(3) + " (" + (e.change_pct >= 0 ? "+" : "") + e.change_pct.toFixed(0) + "%)" +
+            (e.reliable ? "" : " [unreliable: the model does not reproduce the recording]")));
+        }
+        host.appendChild(d);
+      });
+      host.appendChild(el("p", { class: "verdict" }, J.verdict));
+      document.body.dataset.findings = String(J.findings.length);
+    } else {
+      host.appendChild(el("h2", {}, "Replay: " + J.device + ", recorded and predicted"));
+      if (J.model_check && first.includes("MODEL CHECK FAILED")) host.appendChild(el("p", { class: "warn" }, first));
+      const runs = [{ label: "recorded", s: J.recorded }, ...J.runs.map((r) => ({ label: r.config.label, s: r.summary }))];
+      const rows = [["throughput MB/s", "mb_per_s", 3], ["IOPS", "iops", 0], ["requests", "requests", 0], ["merge ratio", "merge_ratio", 2],
+        ["Q2C mean ms", "q2c_mean_ms", 3], ["Q2C p99 ms", "q2c_p99_ms", 3], ["Q2C max ms", "q2c_max_ms", 3], ["D2C mean ms", "d2c_mean_ms", 3],
+        ["seek between dispatches (sectors)", "d2d_seek_mean_sectors", 0], ["idle with I/O waiting ms", "idle_with_pending_ms", 1], ["utilization %", "util_pct", 1]];
+      host.appendChild(table("Totals", ["", ...runs.map((r) => r.label)], rows.map(([name, k, d]) => [name, ...runs.map((r) => fmtNum(r.s[k], d))])));
+      // Per process: recorded against each prediction, side by side.
+      const byPid = (r, pid) => r.s.processes.find((p) => p.pid === pid) || {};
+      const side = el("div", { class: "side" });
+      side.appendChild(table("Per process: MB/s", ["process", ...runs.map((r) => r.label)],
+        J.recorded.processes.map((p) => [p.name, ...runs.map((r) => fmtNum(byPid(r, p.pid).mb_per_s, 3))])));
+      side.appendChild(table("Per process: Q2C mean / p99 ms", ["process", ...runs.map((r) => r.label)],
+        J.recorded.processes.map((p) => [p.name, ...runs.map((r) => fmtNum(byPid(r, p.pid).q2c_mean_ms, 2) + " / " + fmtNum(byPid(r, p.pid).q2c_p99_ms, 2))])));
+      host.appendChild(side);
+      // Bars: each run's throughput and mean Q2C against the recording's.
+      const cv = el("canvas", { id: "replay-bars" });
+      host.appendChild(cv);
+      const { ctx, w, h } = canvas("replay-bars", 40 + 26 * runs.length * 2);
+      ctx.clearRect(0, 0, w, h);
+      const half = (w - 200) / 2;
+      [["throughput MB/s", "mb_per_s"], ["Q2C mean ms", "q2c_mean_ms"]].forEach(([title, k], col) => {
+        const x0 = 180 + col * (half + 10), max = Math.max(...runs.map((r) => r.s[k] || 0)) || 1;
+        ctx.fillStyle = "#222"; ctx.fillText(title, x0, 14);
+        runs.forEach((r, i) => {
+          const y = 24 + i * 22, v = r.s[k] || 0;
+          ctx.fillStyle = i === 0 ? "#555" : PALETTE[i % PALETTE.length];
+          ctx.fillRect(x0, y, v / max * (half - 70), 16);
+          ctx.fillStyle = "#222"; ctx.fillText(v.toPrecision(4), x0 + v / max * (half - 70) + 4, y + 12);
+          if (col === 0) ctx.fillText(r.label.slice(0, 28), 4, y + 12);
+        });
+      });
+      drawn.plots++;
+      document.body.dataset.runs = String(J.runs.length);
+    }
     const det = el("details");
-    det.appendChild(el("summary", {}, "explain's text"));
-    det.appendChild(el("pre", {}, X.text));
+    det.appendChild(el("summary", {}, M.command + "'s text"));
+    det.appendChild(el("pre", {}, M.text));
     host.appendChild(det);
-    document.body.dataset.findings = String(X.json.findings.length);
   }
 
   header();
-  drawExplain();
+  drawModel();
   redraws.push(drawTimeline, drawRates, drawSectors);
   const tl = document.getElementById("timeline");
   zoomable(tl, LABEL, () => Math.max(400, tl.clientWidth - 2) - LABEL - 10);

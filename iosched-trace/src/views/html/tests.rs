@@ -19,7 +19,7 @@ fn markup_in_names_cannot_close_the_script_or_title() {
         bins: &bins,
         idle: &[],
         latency: &[],
-        explain: None,
+        model: None,
     })
     .unwrap();
     // The only closing script tags are the page's own two.
