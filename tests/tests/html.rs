@@ -218,6 +218,61 @@ fn the_html_report_draws_in_a_real_browser() {
     );
     assert_eq!(attr(body, "data-lanes"), Some("3"));
 
+    // explain --html on the modelled dsync/jbd2 collapse under BFQ before 5.3: the first
+    // finding cites the device idling after dd's completions, and the page marks each such
+    // interval of the recording (as many as report --json lists with dd as the one idled for).
+    let dsync = dir.path().join("dsync.istrace");
+    run(Command::new(binary())
+        .args([
+            "synth",
+            "--scenario",
+            "dsync-journal",
+            "--sched",
+            "bfq:kernel=5.2",
+        ])
+        .args(["--ios", "60", "-o"])
+        .arg(&dsync))
+    .unwrap();
+    let report: serde_json::Value = serde_json::from_str(
+        &run(Command::new(binary())
+            .arg("report")
+            .arg(&dsync)
+            .args(["--json", "--top", "100000"]))
+        .unwrap(),
+    )
+    .unwrap();
+    let after_dd = report["idling"]["top_intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|iv| iv["after_comm"] == "dd")
+        .count();
+    assert!(after_dd >= 50, "{after_dd} idle intervals after dd");
+    let dsync_page = dir.path().join("dsync.html");
+    run(Command::new(binary())
+        .arg("explain")
+        .arg(&dsync)
+        .arg("--html")
+        .arg(&dsync_page))
+    .unwrap();
+    let out = headless(&chromium, "1400,2000", &profile)
+        .args(["--dump-dom", &format!("file://{}", dsync_page.display())])
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&out.stdout);
+    let body = &dom[dom.find("<body").expect("no body")..];
+    let body = &body[..body.find('>').unwrap()];
+    assert_eq!(attr(body, "data-errors"), Some("0"), "{body}");
+    assert_eq!(
+        attr(body, "data-evidence-marks"),
+        Some(after_dd.to_string().as_str()),
+        "{body}"
+    );
+    assert!(
+        dom.contains("data-finding=\"1\""),
+        "no evidence row for finding 1"
+    );
+
     // replay --html: the recorded run beside two predicted ones.
     let replay_page = dir.path().join("replay.html");
     run(Command::new(binary())

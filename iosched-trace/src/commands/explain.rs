@@ -17,10 +17,12 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.html {
         let json = serde_json::to_value(crate::views::explain::explain_json(&r, &e))?;
         let text = crate::views::explain::render_explain(&r, &e);
+        let evidence = crate::views::explain::evidence_times(&r.workload, &e);
         let model = crate::views::html::Model {
             command: "explain",
             json: &json,
             text: &text,
+            evidence: &evidence,
         };
         super::report::write_model_page(path, &args.file, &e.device, model)?;
         return Ok(ExitCode::SUCCESS);

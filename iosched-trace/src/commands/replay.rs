@@ -70,6 +70,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                 command: "replay",
                 json: &doc,
                 text: &text,
+                evidence: &[],
             };
             super::report::write_model_page(path, &args.file, &r.workload.device.name, model)?;
             return Ok(ExitCode::SUCCESS);

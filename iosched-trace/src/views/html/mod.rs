@@ -40,6 +40,9 @@ pub struct Model<'a> {
     pub command: &'static str,
     pub json: &'a serde_json::Value,
     pub text: &'a str,
+    /// `explain`'s findings' evidence on the time axis
+    /// ([`evidence_times`](crate::views::explain::evidence_times)).
+    pub evidence: &'a [crate::views::explain::FindingTimes],
 }
 
 #[derive(Serialize)]

@@ -166,7 +166,10 @@
     const plotW = width - LABEL - 10;
     const cols = Math.max(50, Math.floor(plotW));
     const devs = D.devices;
-    const height = AXIS_H + devs.length * DEV_H + D.lanes.length * LANE_H + 6;
+    // explain --html: a row per finding that cites times, under the devices.
+    const ev = (D.model && D.model.evidence) || [];
+    const EV_H = 16;
+    const height = AXIS_H + devs.length * DEV_H + ev.length * EV_H + D.lanes.length * LANE_H + 6;
     const svg = sv("svg", { width, height, class: "timeline" });
     const { v0, v1 } = view;
     const X = (t) => LABEL + (t - v0) / (v1 - v0) * plotW;
@@ -225,9 +228,10 @@
         g.appendChild(rect);
         // Across the lanes: a band over the whole timeline, and marks on the lanes of the
         // process idled for (solid) and those that waited (hatched).
-        svg.appendChild(sv("rect", { x: r.x0, y: AXIS_H + devs.length * DEV_H, width: r.x1 - r.x0, height: D.lanes.length * LANE_H, class: "idleband" }));
+        const lanes0 = AXIS_H + devs.length * DEV_H + ev.length * EV_H;
+        svg.appendChild(sv("rect", { x: r.x0, y: lanes0, width: r.x1 - r.x0, height: D.lanes.length * LANE_H, class: "idleband" }));
         D.lanes.forEach((l, i) => {
-          const ly = AXIS_H + devs.length * DEV_H + i * LANE_H;
+          const ly = lanes0 + i * LANE_H;
           if (l.pid === r.after) svg.appendChild(sv("rect", { x: r.x0, y: ly + 1, width: r.x1 - r.x0, height: 4, class: "idledfor" }));
           else if (r.waiting.has(l.pid)) svg.appendChild(sv("rect", { x: r.x0, y: ly + 1, width: r.x1 - r.x0, height: 4, class: "waited" }));
         });
@@ -236,6 +240,30 @@
       svg.appendChild(g);
       y += DEV_H;
     }
+    // The findings' evidence: the intervals each cites, and the idle intervals after the
+    // processes it names.
+    let evCount = 0;
+    for (const f of ev) {
+      const g = sv("g", { class: "evidence", "data-finding": f.finding + 1 });
+      const lab = sv("text", { x: 4, y: y + EV_H - 4, class: "label" });
+      lab.textContent = "finding " + (f.finding + 1) + " evidence";
+      g.appendChild(lab);
+      const marks = f.spans.map(([a, b, what]) => ({ a: a - D.axis.start_ns, b: b - D.axis.start_ns, what }));
+      for (const iv of D.idle) {
+        if (f.idle_after_pids.includes(iv.after_pid)) marks.push({ a: iv.start, b: iv.start + iv.duration, what: "idle " + fmtNs(iv.duration) + " after " + who(iv.after_pid) });
+      }
+      for (const m of marks) {
+        if (m.b <= v0 || m.a >= v1) continue;
+        const x0 = Math.max(LABEL, X(m.a)), x1 = Math.max(x0 + 1, Math.min(LABEL + plotW, X(m.b)));
+        const rect = sv("rect", { x: x0, y: y + 2, width: x1 - x0, height: EV_H - 4, class: "evmark" });
+        const t = sv("title"); t.textContent = "finding " + (f.finding + 1) + ": " + m.what + " at " + fmtNs(m.a); rect.appendChild(t);
+        g.appendChild(rect);
+        evCount++;
+      }
+      svg.appendChild(g);
+      y += EV_H;
+    }
+    document.body.dataset.evidenceMarks = String(evCount);
     // One lane per process: time in the scheduler (Q->D, top half) and in the device (D->C,
     // bottom half); a bar's height is the mean number of its bios there over the column,
     // at least one pixel where any bio was.
