@@ -293,6 +293,9 @@ fn the_html_report_draws_in_a_real_browser() {
     assert_eq!(attr(body, "data-runs"), Some("2"), "{body}");
     // The report's 11 plots and the replay's bars.
     assert_eq!(attr(body, "data-plots"), Some("12"), "{body}");
+    // A timeline for the recording and each prediction, each with its 3 processes.
+    assert_eq!(attr(body, "data-predicted-lanes"), Some("9"), "{body}");
+    assert_eq!(dom.matches("class=\"timeline predicted\"").count(), 3);
 
     // Screenshots at two window sizes, kept for a person to look at.
     for (size, name) in [

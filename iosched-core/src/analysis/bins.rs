@@ -327,6 +327,7 @@ pub struct ExactBio {
 
 /// The [`LifeSink`] that bins a pass. Its window is the [`Aggregator`](super::Aggregator)'s
 /// for the same options (relative to the first event the pass sees).
+#[derive(Clone, Debug)]
 pub struct TimeBins {
     opts: Options,
     window: Window,

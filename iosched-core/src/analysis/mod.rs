@@ -108,6 +108,21 @@ pub fn analyze_between(
     Ok(report::build(&agg, &anomalies, source))
 }
 
+/// One pass of the report's [`Aggregator`] and [`bins::TimeBins`] (`n` bins) over the whole
+/// trace, for a report with its numbers over time (`report --html`, a replay's run): the
+/// aggregator as the pass left it ([`report::build`] makes the report), the bins and the
+/// timeline's anomalies.
+pub fn analyze_binned(
+    source: &mut dyn TraceSource,
+    opts: &Options,
+    n: usize,
+) -> Result<(Aggregator, bins::TimeBins, Anomalies), InputError> {
+    let wanted = report::resolve_devices(&source.meta().devices, &opts.devices)?;
+    let mut sinks = (Aggregator::new(opts.clone()), bins::TimeBins::new(opts, n));
+    let anomalies = driver::drive(source, Filter::ALL.devices(wanted), &mut sinks)?;
+    Ok((sinks.0, sinks.1, anomalies))
+}
+
 /// Counts by direction.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DirCounts {

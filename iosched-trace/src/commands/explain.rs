@@ -23,6 +23,7 @@ pub fn run(args: ExplainArgs) -> anyhow::Result<ExitCode> {
             json: &json,
             text: &text,
             evidence: &evidence,
+            predicted: &[],
         };
         super::report::write_model_page(path, &args.file, &e.device, model)?;
         return Ok(ExitCode::SUCCESS);

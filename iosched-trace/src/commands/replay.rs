@@ -40,10 +40,12 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut runs = Vec::new();
     for spec in &specs {
         let cfg = replay::Config::parse(spec, &extra)?;
-        runs.push(
-            r.run(&cfg)
-                .with_context(|| format!("replaying under {spec}"))?,
-        );
+        // The page draws each run over time: binned as the recording is.
+        let run = match args.html {
+            Some(_) => r.run_binned(&cfg, iosched_core::analysis::bins::DEFAULT_BINS),
+            None => r.run(&cfg),
+        };
+        runs.push(run.with_context(|| format!("replaying under {spec}"))?);
     }
     let check = self_check(&r, &recorded, &specs, &extra, &runs)?;
     if args.json || args.html.is_some() {
@@ -66,11 +68,22 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
                 check.as_ref(),
                 args.decisions,
             );
+            let predicted: Vec<crate::views::html::Predicted> = runs
+                .iter()
+                .filter_map(|run| {
+                    Some(crate::views::html::Predicted {
+                        label: &run.config.label,
+                        report: &run.report,
+                        bins: run.bins.as_ref()?,
+                    })
+                })
+                .collect();
             let model = crate::views::html::Model {
                 command: "replay",
                 json: &doc,
                 text: &text,
                 evidence: &[],
+                predicted: &predicted,
             };
             super::report::write_model_page(path, &args.file, &r.workload.device.name, model)?;
             return Ok(ExitCode::SUCCESS);

@@ -5,11 +5,7 @@ use std::{path::Path, process::ExitCode};
 
 use anyhow::Context as _;
 use iosched_core::{
-    analysis::{
-        self, Aggregator, Options, Report,
-        bins::{self, TimeBins},
-    },
-    driver::{self, Filter},
+    analysis::{self, Options, Report, bins},
     source::TraceSource,
     trace_file,
 };
@@ -70,16 +66,11 @@ pub fn html_page_with(
     opts: &Options,
     model: Option<views::html::Model>,
 ) -> anyhow::Result<(Report, String)> {
-    let wanted = analysis::report::resolve_devices(&source.meta().devices, &opts.devices)?;
     // The page draws many more idle intervals than the table lists; the report keeps its own.
     let mut agg_opts = opts.clone();
     agg_opts.top_intervals = opts.top_intervals.max(HTML_IDLE_INTERVALS);
-    let mut sinks = (
-        Aggregator::new(agg_opts),
-        TimeBins::new(opts, bins::DEFAULT_BINS),
-    );
-    let anomalies = driver::drive(source, Filter::ALL.devices(wanted), &mut sinks)?;
-    let (agg, time_bins) = sinks;
+    let (agg, time_bins, anomalies) =
+        analysis::analyze_binned(source, &agg_opts, bins::DEFAULT_BINS)?;
     let mut report = analysis::report::build(&agg, &anomalies, source);
     // Longest first, as a run with `top_intervals` alone keeps them.
     report.idling.top_intervals.truncate(opts.top_intervals);

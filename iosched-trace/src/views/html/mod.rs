@@ -43,6 +43,25 @@ pub struct Model<'a> {
     /// `explain`'s findings' evidence on the time axis
     /// ([`evidence_times`](crate::views::explain::evidence_times)).
     pub evidence: &'a [crate::views::explain::FindingTimes],
+    /// `replay`'s predicted runs, each drawn as a timeline beside the recorded one.
+    #[serde(skip)]
+    pub predicted: &'a [Predicted<'a>],
+}
+
+/// One predicted run of `replay --html`: its label, report and bins.
+#[derive(Clone, Copy)]
+pub struct Predicted<'a> {
+    pub label: &'a str,
+    pub report: &'a Report,
+    pub bins: &'a TimeBins,
+}
+
+#[derive(Serialize)]
+struct PredictedOut<'a> {
+    label: &'a str,
+    axis: AxisOut,
+    lanes: Vec<LaneOut<'a>>,
+    devices: Vec<DeviceOut<'a>>,
 }
 
 #[derive(Serialize)]
@@ -118,16 +137,21 @@ struct Data<'a> {
     /// trace has too many bios to keep.
     exact: Option<Vec<i64>>,
     model: Option<Model<'a>>,
+    /// `replay --html`'s predicted runs.
+    predicted: Vec<PredictedOut<'a>>,
 }
 
 fn rel(axis: &Axis, ts: u64) -> i64 {
     ts as i64 - axis.start_ns as i64
 }
 
-fn data<'a>(page: &Page<'a>) -> Data<'a> {
-    let b = page.bins;
+/// The axis, lanes (of the report's processes) and devices of `b`, trimmed to its bins.
+fn series<'a>(
+    report: &Report,
+    b: &'a TimeBins,
+) -> (Axis, AxisOut, Vec<LaneOut<'a>>, Vec<DeviceOut<'a>>) {
     let axis = b.axis().unwrap_or(Axis {
-        start_ns: page.report.trace.from_ns,
+        start_ns: report.trace.from_ns,
         shift: 0,
         n: 0,
     });
@@ -136,7 +160,7 @@ fn data<'a>(page: &Page<'a>) -> Data<'a> {
     let lanes = b
         .lanes
         .values()
-        .filter(|l| page.report.processes.iter().any(|p| p.pid == l.pid))
+        .filter(|l| report.processes.iter().any(|p| p.pid == l.pid))
         .map(|l| LaneOut {
             pid: l.pid,
             tgid: l.tgid,
@@ -153,8 +177,7 @@ fn data<'a>(page: &Page<'a>) -> Data<'a> {
         .values()
         .map(|d| DeviceOut {
             dev: &d.dev,
-            name: page
-                .report
+            name: report
                 .devices
                 .iter()
                 .find(|r| r.dev == d.dev)
@@ -176,6 +199,17 @@ fn data<'a>(page: &Page<'a>) -> Data<'a> {
                 .collect(),
         })
         .collect();
+    let out = AxisOut {
+        start_ns: axis.start_ns,
+        width_ns: axis.width_ns(),
+        bins: used,
+    };
+    (axis, out, lanes, devices)
+}
+
+fn data<'a>(page: &Page<'a>) -> Data<'a> {
+    let b = page.bins;
+    let (axis, axis_out, lanes, devices) = series(page.report, b);
     let idle = page
         .idle
         .iter()
@@ -201,11 +235,7 @@ fn data<'a>(page: &Page<'a>) -> Data<'a> {
     });
     Data {
         report: page.report,
-        axis: AxisOut {
-            start_ns: axis.start_ns,
-            width_ns: axis.width_ns(),
-            bins: used,
-        },
+        axis: axis_out,
         lanes,
         devices,
         idle,
@@ -220,6 +250,21 @@ fn data<'a>(page: &Page<'a>) -> Data<'a> {
         latency: page.latency,
         exact,
         model: page.model,
+        predicted: page
+            .model
+            .map(|m| m.predicted)
+            .unwrap_or_default()
+            .iter()
+            .map(|p| {
+                let (_, axis, lanes, devices) = series(p.report, p.bins);
+                PredictedOut {
+                    label: p.label,
+                    axis,
+                    lanes,
+                    devices,
+                }
+            })
+            .collect(),
     }
 }
 

@@ -16,7 +16,8 @@
   const D = JSON.parse(document.getElementById("data").textContent);
   const R = D.report;
   const W_NS = D.axis.width_ns;
-  const SPAN = Math.max(1, D.axis.bins * W_NS);
+  // replay --html's predicted runs share the time view (ns after each run's start).
+  const SPAN = Math.max(1, D.axis.bins * W_NS, ...(D.predicted || []).map((p) => p.axis.bins * p.axis.width_ns));
   const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
     "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#393b79", "#637939", "#8c6d31", "#843c39"];
   const colorOf = {};
@@ -92,16 +93,17 @@
 
   // Per screen column of [v0, v1): the mean rate (value per ns) of a binned series, by
   // overlap, and whether any non-zero bin touched the column.
-  function resample(arr, cols, v0, v1) {
+  function resample(arr, cols, v0, v1, width) {
+    const w = width || W_NS;
     const out = new Float64Array(cols), touched = new Uint8Array(cols);
     const colNs = (v1 - v0) / cols;
-    const b0 = Math.max(0, Math.floor(v0 / W_NS)), b1 = Math.min(arr.length, Math.ceil(v1 / W_NS));
+    const b0 = Math.max(0, Math.floor(v0 / w)), b1 = Math.min(arr.length, Math.ceil(v1 / w));
     for (let b = b0; b < b1; b++) {
       const v = arr[b];
       if (!v) continue;
-      const t0 = Math.max(b * W_NS, v0), t1 = Math.min((b + 1) * W_NS, v1);
+      const t0 = Math.max(b * w, v0), t1 = Math.min((b + 1) * w, v1);
       if (t1 <= t0) continue;
-      const rate = v / W_NS;
+      const rate = v / w;
       let c = Math.floor((t0 - v0) / colNs);
       for (; c < cols; c++) {
         const c0 = v0 + c * colNs, c1 = c0 + colNs;
@@ -307,6 +309,61 @@
     host.replaceChildren(svg);
     document.body.dataset.lanes = String(svg.querySelectorAll("g.lane").length);
     document.body.dataset.idleIntervals = String(idleCount);
+  }
+
+  // replay --html: the recorded run's lanes and each predicted run's, one compact timeline
+  // each (binned: time in the scheduler above the line, in the device below; the device's
+  // slices on top), on the shared time view.
+  function drawPredicted() {
+    const host = document.getElementById("predicted");
+    if (!host) return;
+    const runs = [{ label: "recorded", axis: D.axis, lanes: D.lanes, devices: D.devices }, ...(D.predicted || [])];
+    const width = Math.max(400, host.clientWidth - 2), plotW = width - LABEL - 10;
+    const cols = Math.max(50, Math.floor(plotW)), H = 18, { v0, v1 } = view;
+    host.replaceChildren();
+    let lanesDrawn = 0;
+    for (const run of runs) {
+      const w = run.axis.width_ns;
+      const height = 16 + run.devices.length * 8 + run.lanes.length * H + 4;
+      const svg = sv("svg", { width, height, class: "timeline predicted", "data-run": run.label });
+      const title = sv("text", { x: 4, y: 12, class: "label" });
+      title.textContent = run.label + " (" + fmtNs(run.axis.bins * w) + ")";
+      svg.appendChild(title);
+      let y = 16;
+      for (const dv of run.devices) {
+        const owners = dv.slices.map((sl) => ({ owner: sl.owner, r: resample(sl.ns, cols, v0, v1, w).v }));
+        for (let c = 0; c < cols; c++) {
+          let best = null, bv = 0;
+          for (const o of owners) if (o.r[c] > bv) { bv = o.r[c]; best = o.owner; }
+          if (best !== null) svg.appendChild(sv("rect", { x: LABEL + c * plotW / cols, y, width: plotW / cols + 0.2, height: 6, fill: color(best) }));
+        }
+        y += 8;
+      }
+      for (const l of run.lanes) {
+        const g = sv("g", { class: "plane", "data-pid": l.pid });
+        const lab = sv("text", { x: 4, y: y + H / 2 + 4, class: "label", fill: color(l.pid) });
+        lab.textContent = l.comm + " (" + l.pid + ")";
+        g.appendChild(lab);
+        const rs = resample(l.sched_ns, cols, v0, v1, w).v, rd = resample(l.device_ns, cols, v0, v1, w).v;
+        let max = 0;
+        for (let c = 0; c < cols; c++) max = Math.max(max, rs[c], rd[c]);
+        for (const [vals, top, cls] of [[rs, true, "sched"], [rd, false, "dev"]]) {
+          const segs = [];
+          for (let c = 0; c < cols; c++) {
+            if (!vals[c]) continue;
+            const h = Math.max(1, vals[c] / max * (H / 2 - 1));
+            const x = (LABEL + c * plotW / cols).toFixed(1), cw = (plotW / cols).toFixed(2);
+            segs.push("M" + x + "," + (top ? (y + H / 2 - h).toFixed(1) : y + H / 2) + "h" + cw + "v" + h.toFixed(1) + "h-" + cw + "z");
+          }
+          g.appendChild(sv("path", { d: segs.join(""), class: cls }));
+        }
+        svg.appendChild(g);
+        lanesDrawn++;
+        y += H;
+      }
+      host.appendChild(svg);
+    }
+    document.body.dataset.predictedLanes = String(lanesDrawn);
   }
 
   // --- canvas plots ---
@@ -618,6 +675,9 @@
         J.recorded.processes.map((p) => [p.name, ...runs.map((r) => fmtNum(byPid(r, p.pid).q2c_mean_ms, 2) + " / " + fmtNum(byPid(r, p.pid).q2c_p99_ms, 2))])));
       host.appendChild(side);
       // Bars: each run's throughput and mean Q2C against the recording's.
+      host.appendChild(el("h3", {}, "Recorded and predicted over time (the same time scale, from each run's start)"));
+      host.appendChild(el("div", { id: "predicted" }));
+      redraws.push(drawPredicted);
       const cv = el("canvas", { id: "replay-bars" });
       host.appendChild(cv);
       const { ctx, w, h } = canvas("replay-bars", 40 + 26 * runs.length * 2);
