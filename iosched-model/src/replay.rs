@@ -99,6 +99,9 @@ pub struct Run {
     pub summary: Summary,
     #[serde(skip)]
     pub report: Report,
+    /// The run's numbers over time ([`Replayer::run_binned`]; `None` from [`Replayer::run`]).
+    #[serde(skip)]
+    pub bins: Option<analysis::bins::TimeBins>,
     #[serde(skip)]
     pub decisions: Vec<Decided>,
     pub decision_counts: DecisionCounts,
@@ -578,8 +581,17 @@ impl Replayer {
     /// machine's CPUs or the scheduler's lock cannot keep up with the simulated rate, the
     /// workload and the device are replayed again, stretched until they can.
     pub fn run(&self, cfg: &Config) -> Result<Run, ReplayError> {
+        self.run_maybe_binned(cfg, None)
+    }
+
+    /// [`run`](Self::run), with the run's numbers over time in `n` bins (`replay --html`).
+    pub fn run_binned(&self, cfg: &Config, n: usize) -> Result<Run, ReplayError> {
+        self.run_maybe_binned(cfg, Some(n))
+    }
+
+    fn run_maybe_binned(&self, cfg: &Config, bins: Option<usize>) -> Result<Run, ReplayError> {
         let (mut run, charge) = self.charged(cfg, |r| {
-            let run = r.run_simulated(cfg)?;
+            let run = r.run_simulated(cfg, bins)?;
             let iops = run.summary.iops;
             Ok((run, iops))
         })?;
@@ -613,12 +625,14 @@ impl Replayer {
     }
 
     /// Replays under `cfg` as the simulator times it, no CPU charged.
-    fn run_simulated(&self, cfg: &Config) -> Result<Run, ReplayError> {
+    fn run_simulated(&self, cfg: &Config, bins: Option<usize>) -> Result<Run, ReplayError> {
         if let Some(ioprio) = cfg.settings.ioprio("ioprio")? {
             let every: Vec<u32> = (0..self.workload.streams.len() as u32).collect();
             let mut plain = cfg.clone();
             let spelt = plain.settings.0.remove("ioprio").expect("read above");
-            let mut run = self.with_ioprio(&every, ioprio).run_simulated(&plain)?;
+            let mut run = self
+                .with_ioprio(&every, ioprio)
+                .run_simulated(&plain, bins)?;
             run.config.settings.0.insert("ioprio".into(), spelt);
             return Ok(run);
         }
@@ -649,7 +663,17 @@ impl Replayer {
         let with_log = cfg.sched == SchedKind::Bfq && !self.notes.is_empty();
         let points = with_log.then(|| self.dispatch_points(&result));
         let mut src = MemorySource::new(vec![info], result.events);
-        let report = analysis::analyze(&mut src, &analysis::Options::default())?;
+        let (report, bins) = match bins {
+            None => (
+                analysis::analyze(&mut src, &analysis::Options::default())?,
+                None,
+            ),
+            Some(n) => {
+                let (agg, bins, anomalies) =
+                    analysis::analyze_binned(&mut src, &analysis::Options::default(), n)?;
+                (analysis::report::build(&agg, &anomalies, &src), Some(bins))
+            }
+        };
         let summary = Summary::of(&report);
         let decision_check = points
             .as_ref()
@@ -676,6 +700,7 @@ impl Replayer {
             },
             summary,
             report,
+            bins,
             decision_counts: DecisionCounts::of(&result.decisions),
             decisions: result.decisions,
         })

@@ -1191,3 +1191,31 @@ fn the_ioprio_switch_reads_ionice_classes() {
     }
     assert_eq!(Settings::default().ioprio("ioprio").unwrap(), None);
 }
+
+/// A binned run is the same run (its report unchanged), and its bins hold what its report
+/// counts: the predicted timeline of `replay --html` shows the predicted run itself.
+#[test]
+fn a_binned_run_is_the_run_with_its_numbers_over_time() {
+    let n = 100;
+    let r = replayer(dsync_cycle(n), flat_disk(SVC, 100_000.0));
+    let cfg = Config::parse("bfq:kernel=5.2", &Settings::default()).unwrap();
+    let plain = r.run(&cfg).unwrap();
+    let binned = r.run_binned(&cfg, 512).unwrap();
+    assert!(plain.bins.is_none());
+    assert_eq!(
+        serde_json::to_value(&plain.report).unwrap(),
+        serde_json::to_value(&binned.report).unwrap()
+    );
+    let bins = binned.bins.as_ref().unwrap();
+    let requests: u64 = bins
+        .devices
+        .values()
+        .flat_map(|d| d.requests.iter().map(|x| u64::from(*x)))
+        .sum();
+    assert_eq!(requests, binned.summary.requests);
+    // Both processes' lanes, and the device idled (BFQ before 5.3 on a dependency).
+    assert_eq!(bins.lanes.len(), 2);
+    let idle: u64 = bins.devices.values().flat_map(|d| d.idle_ns.iter()).sum();
+    assert_eq!(idle, binned.report.devices[0].idle_with_pending_ns);
+    assert!(idle > 0);
+}

@@ -120,6 +120,10 @@ pub struct ReplayArgs {
     /// One JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Write the recorded run's report and the predicted runs beside it (totals and per
+    /// process) as one self-contained HTML page to FILE.
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -141,6 +145,10 @@ pub struct ExplainArgs {
     /// One JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Write the findings and the report of the explained device as one self-contained
+    /// HTML page to FILE (as `report --html`, the findings above the plots).
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -176,6 +184,11 @@ pub struct ReportArgs {
     /// The report as one JSON document (schema: docs/REPORT.md).
     #[arg(long)]
     pub json: bool,
+    /// Write the report as one self-contained HTML page to FILE (timelines per process,
+    /// sector against time, throughput, queue depth, latency plots, the report's tables);
+    /// nothing on stdout.
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    pub html: Option<PathBuf>,
     /// Start of the window, seconds after the trace's first event.
     #[arg(long, value_name = "SECS")]
     pub from: Option<f64>,

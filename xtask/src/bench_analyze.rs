@@ -23,7 +23,7 @@ use crate::{
 const MIN_EVENTS_PER_SEC: f64 = 10e6;
 const MAX_RSS_BYTES: u64 = 200 << 20;
 /// Bytes per event in a recording (record + chunk framing), for the space check.
-const BYTES_PER_EVENT: u64 = 110;
+pub const BYTES_PER_EVENT: u64 = 110;
 
 #[derive(Args)]
 pub struct AnalyzeArgs {
@@ -35,14 +35,14 @@ pub struct AnalyzeArgs {
 }
 
 /// What one child cost.
-struct Cost {
-    wall_s: f64,
-    cpu_s: f64,
-    max_rss_bytes: u64,
+pub struct Cost {
+    pub wall_s: f64,
+    pub cpu_s: f64,
+    pub max_rss_bytes: u64,
 }
 
 /// Runs `cmd` to completion, its stdout discarded, and measures it.
-fn measure(cmd: &mut Command) -> anyhow::Result<Cost> {
+pub fn measure(cmd: &mut Command) -> anyhow::Result<Cost> {
     let start = Instant::now();
     let child = cmd
         .stdout(Stdio::null())

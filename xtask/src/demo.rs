@@ -25,7 +25,8 @@ const COLUMN: usize = 36;
 
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Keep both recordings and reports in DIR/many-readers-latency/.
+    /// Keep both recordings and reports (text, JSON, HTML) in DIR/many-readers-latency/
+    /// (default: target/demo/ of this workspace).
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
     #[command(flatten)]
@@ -51,11 +52,18 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         "demo: 32 readers of random 4 KiB blocks (fio psync, direct, 4 s) on an emulated 7200 \
          rpm disk, under bfq and under mq-deadline; each run recorded by iosched-trace"
     );
+    let keep = args
+        .keep
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/demo"));
+    std::fs::create_dir_all(&keep).with_context(|| format!("creating {}", keep.display()))?;
+    // The paths it prints are a person's to open: without `..` in them.
+    let keep = keep.canonicalize().unwrap_or(keep);
     let outcomes = scenario::run(
         &demo,
         &tools,
         &RunOptions {
-            keep: args.keep.clone(),
+            keep: Some(keep.clone()),
             interrupted: &scratch::interrupted,
             verbose: false,
             sched_log: false,
@@ -64,11 +72,14 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     )
     .context("demo runs")?;
     print!("{}", side_by_side(&outcomes));
-    if let Some(dir) = &args.keep {
-        eprintln!(
-            "demo: recordings kept in {}; `iosched-trace report FILE` shows each in full",
-            dir.join(demo.name).display()
-        );
+    eprintln!(
+        "demo: recordings and reports (text, JSON, HTML) kept in {}",
+        keep.join(demo.name).display()
+    );
+    for o in &outcomes {
+        if let Some(html) = &o.html {
+            println!("{}: HTML report {}", o.run.label, html.display());
+        }
     }
     Ok(())
 }

@@ -6,6 +6,7 @@
 
 mod bench;
 mod bench_analyze;
+mod bench_html;
 mod bench_replay;
 mod cmd;
 mod demo;
@@ -80,6 +81,11 @@ enum BenchCommand {
     Live(bench::LiveArgs),
     /// Replay speed of the scheduler models (requests/s); exits non-zero below 2M/s.
     Replay(bench_replay::ReplayArgs),
+    /// `report --html` against `report --json` on a synthetic 50M-event trace: time and peak
+    /// RSS ratios, the page's size.
+    ///
+    /// Exits non-zero when the CPU or RSS ratio is above 2 or the page is 5 MB or more.
+    Html(bench_html::HtmlArgs),
 }
 
 /// How demo and bench get the `iosched-trace` binary.
@@ -125,6 +131,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Analyze(args)) => bench_analyze::analyze(&args),
         Command::Bench(BenchCommand::Live(args)) => bench::live(&args),
         Command::Bench(BenchCommand::Replay(args)) => bench_replay::replay(&args),
+        Command::Bench(BenchCommand::Html(args)) => bench_html::html(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Scenario(args) => scenario::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Validate(args) => validate::run(&args).map(|()| ExitCode::SUCCESS),

@@ -15,7 +15,7 @@ pub struct ScenarioArgs {
     /// Which scenario.
     #[arg(value_parser = clap::builder::PossibleValuesParser::new(scenario::NAMES))]
     name: String,
-    /// Keep each run's recording and report in DIR/NAME/ (LABEL.istrace, LABEL.report.json).
+    /// Keep each run's recording and report in DIR/NAME/ (LABEL.istrace, LABEL.report.json, .txt, .html).
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
     /// Print the runs' summaries as JSON on stdout instead of the table.

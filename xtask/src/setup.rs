@@ -25,13 +25,31 @@ const BPF_LINKER_VERSION: &str = "0.13.0";
 /// The LLVM major version bpf-linker is built against; must match nightly's libLLVM.
 const LLVM_MAJOR: &str = "22";
 
-/// Debian packages we want, each with the commands that prove it is installed.
+/// Debian packages we want, each with the commands (or, starting with `/`, the paths) that
+/// prove it is installed.
 const PACKAGES: &[(&str, &[&str])] = &[
     ("fio", &["fio"]),
     ("blktrace", &["blkparse", "btt"]),
     ("bpftool", &["bpftool"]),
     ("tmux", &["tmux"]),
+    // The browser test of `report --html` (tests/tests/html.rs) runs it headless.
+    ("chromium", &["chromium"]),
+    // Text in its screenshots (a recommendation of chromium's, which --no-install-recommends
+    // leaves out).
+    (
+        "fonts-liberation",
+        &["/usr/share/fonts/truetype/liberation"],
+    ),
 ];
+
+/// Whether `what` (a command, or a path when it starts with `/`) is there.
+fn present(what: &str) -> bool {
+    if what.starts_with('/') {
+        std::path::Path::new(what).exists()
+    } else {
+        cmd::find_program(what).is_some()
+    }
+}
 
 /// Pseudo file systems the tracer and the tests need: (type, mount point).
 const MOUNTS: &[(&str, &str)] = &[
@@ -173,7 +191,7 @@ fn pick_libllvm(names: &[String]) -> anyhow::Result<&str> {
 fn packages() -> anyhow::Result<()> {
     let missing: Vec<&str> = PACKAGES
         .iter()
-        .filter(|(_, cmds)| cmds.iter().any(|c| cmd::find_program(c).is_none()))
+        .filter(|(_, cmds)| cmds.iter().any(|c| !present(c)))
         .map(|&(pkg, _)| pkg)
         .collect();
     for &(pkg, _) in PACKAGES.iter().filter(|(p, _)| !missing.contains(p)) {
@@ -196,7 +214,7 @@ fn packages() -> anyhow::Result<()> {
     cmd::run(&mut apt(&["update"]))?;
     cmd::run(apt(&["install", "-y", "--no-install-recommends"]).args(&missing))?;
     for &(pkg, cmds) in PACKAGES.iter().filter(|(p, _)| missing.contains(p)) {
-        if let Some(c) = cmds.iter().find(|c| cmd::find_program(c).is_none()) {
+        if let Some(c) = cmds.iter().find(|c| !present(c)) {
             bail!("installed package {pkg}, but command `{c}` is still not found");
         }
         println!("setup: {pkg} installed");

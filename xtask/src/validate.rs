@@ -60,7 +60,7 @@ pub struct ValidateArgs {
     /// `--replay-arg=--host-profile=FILE`.
     #[arg(long = "replay-arg", value_name = "ARG", allow_hyphen_values = true)]
     replay_args: Vec<String>,
-    /// Keep the recordings in DIR/NAME/ (LABEL.istrace, LABEL.report.json).
+    /// Keep the recordings in DIR/NAME/ (LABEL.istrace, LABEL.report.json, .txt, .html).
     #[arg(long, value_name = "DIR", conflicts_with = "from")]
     keep: Option<PathBuf>,
     /// Use recordings kept earlier in DIR/NAME/LABEL.istrace instead of running.

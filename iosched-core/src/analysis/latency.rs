@@ -167,6 +167,23 @@ impl Latency {
         self.hist.quantile(q).min(self.max)
     }
 
+    /// The distribution as `per_octave` log-spaced bins: (lowest value, count) of each
+    /// non-empty bin, ascending; the bin of a value v is floor(per_octave * log2(v + 1)), so
+    /// zero has its own. For plots (a few hundred points at most, whatever the count).
+    pub fn log_bins(&self, per_octave: u32) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let mut last_bin = None;
+        for (lo, count) in self.hist.buckets() {
+            let bin = (f64::from(per_octave) * ((lo as f64) + 1.0).log2()).floor() as u64;
+            match out.last_mut() {
+                Some(last) if last_bin == Some(bin) => last.1 += count,
+                _ => out.push((lo, count)),
+            }
+            last_bin = Some(bin);
+        }
+        out
+    }
+
     /// The most frequent value (the lowest of the fullest bucket: exact for small values).
     pub fn mode(&self) -> u64 {
         self.hist.mode()
@@ -267,6 +284,20 @@ mod tests {
         }
         a.merge(&b);
         assert_eq!(a.summary(), all.summary());
+    }
+
+    #[test]
+    fn log_bins_keep_every_sample_in_a_bounded_number_of_bins() {
+        let mut l = Latency::default();
+        for v in 0..100_000u64 {
+            l.record(v * v);
+        }
+        let bins = l.log_bins(4);
+        assert_eq!(bins.iter().map(|b| b.1).sum::<u64>(), 100_000);
+        // 0 .. 10^10: about 33 octaves, 4 bins each.
+        assert!(bins.len() <= 4 * 34 + 1, "{}", bins.len());
+        assert_eq!(bins[0], (0, 1));
+        assert!(bins.windows(2).all(|w| w[0].0 < w[1].0));
     }
 
     #[test]

@@ -78,6 +78,15 @@ impl LogHist {
         lowest(self.counts.len().saturating_sub(1))
     }
 
+    /// Non-empty buckets in ascending order: (lowest value, count).
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| (lowest(i), u64::from(*c)))
+    }
+
     /// The lowest value of the fullest bucket (the lowest such bucket on ties).
     pub fn mode(&self) -> u64 {
         let mut best = (0u32, 0usize);

@@ -2,6 +2,7 @@
 //! memory bounded by the number of devices, processes and cgroups (histograms, not samples).
 //!
 //! - [`latency`]: btt's stages and the distributions that hold them.
+//! - [`bins`]: the same numbers over time, in a bounded number of bins (for plots).
 //! - [`idling`]: idle-with-pending intervals and who they are attributed to.
 //! - [`slices`]: runs of dispatches per owner (the scheduler's switching pattern).
 //! - [`seeks`]: seek distances.
@@ -9,6 +10,7 @@
 //!
 //! Owns: aggregation. Must not: read files, print.
 
+pub mod bins;
 pub mod idling;
 pub mod latency;
 pub mod loghist;
@@ -104,6 +106,21 @@ pub fn analyze_between(
     let mut agg = Aggregator::new(opts.clone());
     let anomalies = driver::drive(source, filter, &mut agg)?;
     Ok(report::build(&agg, &anomalies, source))
+}
+
+/// One pass of the report's [`Aggregator`] and [`bins::TimeBins`] (`n` bins) over the whole
+/// trace, for a report with its numbers over time (`report --html`, a replay's run): the
+/// aggregator as the pass left it ([`report::build`] makes the report), the bins and the
+/// timeline's anomalies.
+pub fn analyze_binned(
+    source: &mut dyn TraceSource,
+    opts: &Options,
+    n: usize,
+) -> Result<(Aggregator, bins::TimeBins, Anomalies), InputError> {
+    let wanted = report::resolve_devices(&source.meta().devices, &opts.devices)?;
+    let mut sinks = (Aggregator::new(opts.clone()), bins::TimeBins::new(opts, n));
+    let anomalies = driver::drive(source, Filter::ALL.devices(wanted), &mut sinks)?;
+    Ok((sinks.0, sinks.1, anomalies))
 }
 
 /// Counts by direction.

@@ -84,7 +84,7 @@ pub struct Tools {
 /// How to run a scenario.
 pub struct RunOptions<'a> {
     /// Keep each run's recording and report (`DIR/SCENARIO/LABEL.istrace`,
-    /// `LABEL.report.json`); otherwise they live in a scratch directory removed at the end.
+    /// `LABEL.report.json`, `.txt` and `.html`); otherwise they live in a scratch directory removed at the end.
     pub keep: Option<PathBuf>,
     /// Polled between steps; when it returns true the scenario stops with
     /// [`ScenarioError::Interrupted`] (and everything is torn down).
@@ -116,6 +116,9 @@ pub struct RunOutcome {
     pub run: Run,
     /// The recording, when kept.
     pub recording: Option<PathBuf>,
+    /// `iosched-trace report --html`'s page of the recording, when kept (beside
+    /// `LABEL.report.txt` and `LABEL.report.json`).
+    pub html: Option<PathBuf>,
     /// `iosched-trace report --json` of the recording.
     pub report: Value,
     pub summary: RunSummary,
@@ -326,9 +329,23 @@ fn run_one(
         err: e.to_string(),
     })?;
     let kept = options.keep.is_some();
+    let mut html = None;
     if kept {
         let path = out_dir.join(format!("{}.report.json", run.label));
         fs::write(&path, &report_text).map_err(io_err(format!("writing {}", path.display())))?;
+        // The text report and the HTML page beside it, for a person to read.
+        let text = output(Command::new(&tools.trace_bin).arg("report").arg(&recording))?;
+        let path = out_dir.join(format!("{}.report.txt", run.label));
+        fs::write(&path, &text).map_err(io_err(format!("writing {}", path.display())))?;
+        let path = out_dir.join(format!("{}.report.html", run.label));
+        output(
+            Command::new(&tools.trace_bin)
+                .arg("report")
+                .arg(&recording)
+                .arg("--html")
+                .arg(&path),
+        )?;
+        html = Some(path);
     }
     let summary =
         RunSummary::from_report(run, &report, workload_secs, fio.as_ref()).map_err(|err| {
@@ -340,6 +357,7 @@ fn run_one(
     Ok(RunOutcome {
         run: run.clone(),
         recording: kept.then_some(recording),
+        html,
         report,
         summary,
         workload_secs,

@@ -40,13 +40,15 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
     let mut runs = Vec::new();
     for spec in &specs {
         let cfg = replay::Config::parse(spec, &extra)?;
-        runs.push(
-            r.run(&cfg)
-                .with_context(|| format!("replaying under {spec}"))?,
-        );
+        // The page draws each run over time: binned as the recording is.
+        let run = match args.html {
+            Some(_) => r.run_binned(&cfg, iosched_core::analysis::bins::DEFAULT_BINS),
+            None => r.run(&cfg),
+        };
+        runs.push(run.with_context(|| format!("replaying under {spec}"))?);
     }
     let check = self_check(&r, &recorded, &specs, &extra, &runs)?;
-    let text = if args.json {
+    if args.json || args.html.is_some() {
         let doc = serde_json::json!({
             "schema": "iosched-trace-replay/1",
             "device": r.workload.device.name,
@@ -58,12 +60,41 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<ExitCode> {
             "recorded": recorded,
             "runs": runs,
         });
+        if let Some(path) = &args.html {
+            let text = crate::views::replay::render_replay(
+                &r,
+                &recorded,
+                &runs,
+                check.as_ref(),
+                args.decisions,
+            );
+            let predicted: Vec<crate::views::html::Predicted> = runs
+                .iter()
+                .filter_map(|run| {
+                    Some(crate::views::html::Predicted {
+                        label: &run.config.label,
+                        report: &run.report,
+                        bins: run.bins.as_ref()?,
+                    })
+                })
+                .collect();
+            let model = crate::views::html::Model {
+                command: "replay",
+                json: &doc,
+                text: &text,
+                evidence: &[],
+                predicted: &predicted,
+            };
+            super::report::write_model_page(path, &args.file, &r.workload.device.name, model)?;
+            return Ok(ExitCode::SUCCESS);
+        }
         let mut s = serde_json::to_string_pretty(&doc)?;
         s.push('\n');
-        s
-    } else {
-        crate::views::replay::render_replay(&r, &recorded, &runs, check.as_ref(), args.decisions)
-    };
+        super::write_stdout(&s)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let text =
+        crate::views::replay::render_replay(&r, &recorded, &runs, check.as_ref(), args.decisions);
     super::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }

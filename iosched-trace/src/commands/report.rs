@@ -1,11 +1,19 @@
 //! `iosched-trace report`: where the time went ([`iosched_core::analysis`]), as
-//! [`crate::views::report`]'s text or JSON.
+//! [`crate::views::report`]'s text or JSON, or [`crate::views::html`]'s page.
 
-use std::process::ExitCode;
+use std::{path::Path, process::ExitCode};
 
-use iosched_core::{analysis, trace_file};
+use anyhow::Context as _;
+use iosched_core::{
+    analysis::{self, Options, Report, bins},
+    source::TraceSource,
+    trace_file,
+};
 
-use crate::cli::ReportArgs;
+use crate::{cli::ReportArgs, views};
+
+/// Idle-with-pending intervals the page draws one by one (the longest): bounds its size.
+pub const HTML_IDLE_INTERVALS: usize = 10_000;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let opts = args.options()?;
@@ -24,6 +32,14 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         .map(|p| p.cgroup_id)
         .collect();
     opts.cgroups.extend(by_path.iter().map(|i| i.to_string()));
+    if let Some(path) = &args.html {
+        let (report, page) = html_page(source.as_mut(), &opts)?;
+        for w in &report.trace.warnings {
+            eprintln!("warning: {w}");
+        }
+        write_page(path, &page)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let report = analysis::analyze(source.as_mut(), &opts)?;
     for w in &report.trace.warnings {
         eprintln!("warning: {w}");
@@ -38,3 +54,70 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     super::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// The report (exactly [`analysis::analyze`]'s) and its HTML page, from one pass: the
+/// [`Aggregator`] and the [`TimeBins`] side by side.
+pub fn html_page(source: &mut dyn TraceSource, opts: &Options) -> anyhow::Result<(Report, String)> {
+    html_page_with(source, opts, None)
+}
+
+/// [`html_page`] with the model's results (`explain`'s or `replay`'s) above the plots.
+pub fn html_page_with(
+    source: &mut dyn TraceSource,
+    opts: &Options,
+    model: Option<views::html::Model>,
+) -> anyhow::Result<(Report, String)> {
+    // The page draws many more idle intervals than the table lists; the report keeps its own.
+    let mut agg_opts = opts.clone();
+    agg_opts.top_intervals = opts.top_intervals.max(HTML_IDLE_INTERVALS);
+    let (agg, time_bins, anomalies) =
+        analysis::analyze_binned(source, &agg_opts, bins::DEFAULT_BINS)?;
+    let mut report = analysis::report::build(&agg, &anomalies, source);
+    // Longest first, as a run with `top_intervals` alone keeps them.
+    report.idling.top_intervals.truncate(opts.top_intervals);
+    let idle = agg.idle.top();
+    let latency = bins::latency_curves(&agg);
+    let page = views::html::render(&views::html::Page {
+        report: &report,
+        bins: &time_bins,
+        idle: &idle,
+        latency: &latency,
+        model,
+    })?;
+    Ok((report, page))
+}
+
+/// `explain --html` and `replay --html`: the recording's page for `device`, the model's
+/// results above it, written to `path`.
+pub fn write_model_page(
+    path: &Path,
+    trace: &Path,
+    device: &str,
+    model: views::html::Model,
+) -> anyhow::Result<()> {
+    let mut source = trace_file::open(trace)?;
+    let opts = Options {
+        devices: vec![device.to_string()],
+        top_intervals: 10,
+        ..Default::default()
+    };
+    let (_, page) = html_page_with(source.as_mut(), &opts, Some(model))?;
+    write_page(path, &page)
+}
+
+/// Writes the page and says where, with its size (stderr: stdout stays empty).
+pub fn write_page(path: &Path, page: &str) -> anyhow::Result<()> {
+    std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!(
+        "report: wrote {} ({})",
+        path.display(),
+        iosched_core::units::human_bytes(
+            page.len() as f64,
+            iosched_core::units::BytesStyle::UpToGib
+        )
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

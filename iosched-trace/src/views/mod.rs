@@ -6,6 +6,7 @@
 //! - [`dump`]: `dump`, every event of a trace as blkparse-style text or JSON lines.
 //! - [`report`]: `report`'s text, the report laid out in sections and columns.
 //! - [`replay`]: `replay`'s text.
+//! - [`html`]: `report --html`'s self-contained page (our own script and styles inlined).
 //! - [`explain`]: `explain`'s text and JSON document, one module per cause, the words for
 //!   the model's structured findings.
 //!
@@ -19,6 +20,7 @@
 pub mod calibrate;
 pub mod dump;
 pub mod explain;
+pub mod html;
 pub mod model_check;
 pub mod perfetto;
 pub mod replay;

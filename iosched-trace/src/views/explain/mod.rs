@@ -341,3 +341,71 @@ fn other_end_text(e: &OtherEnd) -> String {
         e.change_pct
     )
 }
+
+/// What one finding's evidence cites on the trace's time axis, for `explain --html`:
+/// intervals (absolute trace ns) and the processes whose recorded idle-with-pending
+/// intervals (the device idled after their completions) it cites.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FindingTimes {
+    /// Its rank, from 0.
+    pub finding: usize,
+    pub spans: Vec<(u64, u64, String)>,
+    pub idle_after_pids: Vec<u32>,
+}
+
+/// [`FindingTimes`] of each finding that cites any. The model's times are ns after the
+/// workload's first Q (`Workload::start_ns`).
+pub fn evidence_times(w: &Workload, e: &Explanation) -> Vec<FindingTimes> {
+    use iosched_model::explain::{bfq_idling, kyber, preemption_storm};
+    let abs = |t: u64| w.start_ns.saturating_add(t);
+    let pid = |stream: u32| w.streams.get(stream as usize).map_or(0, |s| s.pid);
+    let mut out = Vec::new();
+    for (i, f) in e.findings.iter().enumerate() {
+        let mut t = FindingTimes {
+            finding: i,
+            ..Default::default()
+        };
+        for ev in &f.evidence {
+            match ev {
+                Evidence::BfqIdling(bfq_idling::Evidence::DeviceIdleAfter { stream, .. }) => {
+                    t.idle_after_pids.push(pid(*stream));
+                }
+                Evidence::Kyber(kyber::Evidence::Depth { domain, when, .. }) => {
+                    for (a, b) in when {
+                        t.spans
+                            .push((abs(*a), abs(*b), format!("{domain} requests waited")));
+                    }
+                }
+                Evidence::PreemptionStorm(preemption_storm::Evidence::Inferred {
+                    from_ns,
+                    to_ns,
+                    ..
+                }) => t
+                    .spans
+                    .push((abs(*from_ns), abs(*to_ns), "the storm (inferred)".into())),
+                Evidence::PreemptionStorm(preemption_storm::Evidence::Pause {
+                    stream,
+                    from_ns,
+                    to_ns,
+                    ..
+                }) => t.spans.push((
+                    abs(*from_ns),
+                    abs(*to_ns),
+                    format!("{} paused", pid_name(w, *stream)),
+                )),
+                _ => {}
+            }
+        }
+        if !t.spans.is_empty() || !t.idle_after_pids.is_empty() {
+            out.push(t);
+        }
+    }
+    out
+}
+
+fn pid_name(w: &Workload, stream: u32) -> String {
+    w.streams.get(stream as usize).map_or_else(
+        || format!("stream {stream}"),
+        |s| format!("{}({})", s.comm, s.pid),
+    )
+}
