@@ -12,41 +12,14 @@ use std::{
 use iosched_core::{
     event::Op,
     record::{DeviceInfo, Header, RecordingWriter, Stats},
-    timeline::sim::{DEV, Sim},
+    timeline::sim::{DEV, idling_rounds},
 };
 use iosched_trace_tests::{binary, run, scratch_dir};
-
-const MS: u64 = 1_000_000;
 
 /// Three rounds of: p1 reads for 1 ms, then the device sits idle 5 ms while p2's and p3's
 /// reads wait (as an idling scheduler would hold them), then serves them.
 fn write_idling_recording(path: &Path) {
-    let mut s = Sim::default();
-    for round in 0..3u64 {
-        let t = round * 20 * MS;
-        let id = round * 100;
-        s.at(t)
-            .q(id + 1, 1, round * 8, 4096, Op::Read)
-            .g(id + 1)
-            .i(id + 11, id + 1, round * 8, 4096)
-            .d(id + 11, &[id + 1], round * 8, 4096, Op::Read)
-            .at(t + MS)
-            .c(id + 11, 4096, 4096)
-            .at(t + 2 * MS)
-            .q(id + 2, 2, 1 << 20, 4096, Op::Read)
-            .g(id + 2)
-            .i(id + 12, id + 2, 1 << 20, 4096)
-            .q(id + 3, 3, 1 << 22, 4096, Op::Write)
-            .g(id + 3)
-            .i(id + 13, id + 3, 1 << 22, 4096)
-            .at(t + 7 * MS)
-            .d(id + 12, &[id + 2], 1 << 20, 4096, Op::Read)
-            .at(t + 8 * MS)
-            .c(id + 12, 4096, 4096)
-            .d(id + 13, &[id + 3], 1 << 22, 4096, Op::Write)
-            .at(t + 9 * MS)
-            .c(id + 13, 4096, 4096);
-    }
+    let events = idling_rounds(3, Op::Write);
     let device = DeviceInfo {
         name: "loop0".into(),
         dev: DEV,
@@ -58,12 +31,12 @@ fn write_idling_recording(path: &Path) {
     let header = Header::for_this_host(vec![device], vec!["html-test".into()]);
     let file = std::fs::File::create(path).unwrap();
     let mut w = RecordingWriter::new(std::io::BufWriter::new(file), &header).unwrap();
-    for ev in &s.events {
+    for ev in &events {
         w.push(ev).unwrap();
     }
     let footer = w.footer(
         Stats {
-            sent: s.events.len() as u64,
+            sent: events.len() as u64,
             ..Default::default()
         },
         0,

@@ -193,3 +193,38 @@ impl Sim {
             .c(id + 1_000_000, bytes, bytes)
     }
 }
+
+/// A trace with known idling, `rounds` rounds of 20 ms: process 1 reads (1 ms), then the
+/// device sits idle 5 ms while process 2's read and process 3's I/O (`third`) wait, as an
+/// idling scheduler would hold them, then serves them (each round: one idle interval of
+/// 5 ms, idled for process 1, processes 2 and 3 waiting).
+pub fn idling_rounds(rounds: u64, third: Op) -> Vec<Event> {
+    const MS: u64 = 1_000_000;
+    let mut s = Sim::default();
+    for round in 0..rounds {
+        let t = round * 20 * MS;
+        let id = round * 100;
+        s.at(t)
+            .q(id + 1, 1, round * 8, 4096, Op::Read)
+            .g(id + 1)
+            .i(id + 11, id + 1, round * 8, 4096)
+            .d(id + 11, &[id + 1], round * 8, 4096, Op::Read)
+            .at(t + MS)
+            .c(id + 11, 4096, 4096)
+            .at(t + 2 * MS)
+            .q(id + 2, 2, 1 << 20, 4096, Op::Read)
+            .g(id + 2)
+            .i(id + 12, id + 2, 1 << 20, 4096)
+            .q(id + 3, 3, 1 << 22, 4096, third)
+            .g(id + 3)
+            .i(id + 13, id + 3, 1 << 22, 4096)
+            .at(t + 7 * MS)
+            .d(id + 12, &[id + 2], 1 << 20, 4096, Op::Read)
+            .at(t + 8 * MS)
+            .c(id + 12, 4096, 4096)
+            .d(id + 13, &[id + 3], 1 << 22, 4096, third)
+            .at(t + 9 * MS)
+            .c(id + 13, 4096, 4096);
+    }
+    s.events
+}

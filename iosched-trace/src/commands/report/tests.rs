@@ -8,7 +8,7 @@ use iosched_core::{
     record::{DeviceInfo, ProcessInfo},
     source::{InputError, MemorySource, TraceMeta, TraceSource},
     synth,
-    timeline::sim::{DEV, Sim},
+    timeline::sim::DEV,
 };
 use serde_json::Value;
 
@@ -26,34 +26,7 @@ fn device() -> DeviceInfo {
 
 /// Three rounds of: p1 reads, then the device idles 5 ms while p2's and p3's reads wait.
 fn idling_trace() -> Vec<Event> {
-    let mut s = Sim::default();
-    let ms = 1_000_000;
-    for round in 0..3u64 {
-        let t = round * 20 * ms;
-        let id = round * 100;
-        s.at(t)
-            .q(id + 1, 1, round * 8, 4096, Op::Read)
-            .g(id + 1)
-            .i(id + 11, id + 1, round * 8, 4096)
-            .d(id + 11, &[id + 1], round * 8, 4096, Op::Read)
-            .at(t + ms)
-            .c(id + 11, 4096, 4096)
-            .at(t + 2 * ms)
-            .q(id + 2, 2, 1 << 20, 4096, Op::Read)
-            .g(id + 2)
-            .i(id + 12, id + 2, 1 << 20, 4096)
-            .q(id + 3, 3, 1 << 22, 4096, Op::Read)
-            .g(id + 3)
-            .i(id + 13, id + 3, 1 << 22, 4096)
-            .at(t + 7 * ms)
-            .d(id + 12, &[id + 2], 1 << 20, 4096, Op::Read)
-            .at(t + 8 * ms)
-            .c(id + 12, 4096, 4096)
-            .d(id + 13, &[id + 3], 1 << 22, 4096, Op::Read)
-            .at(t + 9 * ms)
-            .c(id + 13, 4096, 4096);
-    }
-    s.events
+    iosched_core::timeline::sim::idling_rounds(3, Op::Read)
 }
 
 fn data_of(page: &str) -> Value {
