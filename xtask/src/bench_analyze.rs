@@ -73,31 +73,13 @@ pub fn measure(cmd: &mut Command) -> anyhow::Result<Cost> {
 pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     scratch::catch_interrupts()?;
     let bin = args.bin.resolve()?;
-    let shm = Path::new("/dev/shm");
-    let need = args.events * BYTES_PER_EVENT;
-    let free = free_bytes(shm)?;
-    if free < need + (256 << 20) {
-        bail!(
-            "/dev/shm has {} free; a {}-event trace needs about {}",
-            mib(free),
-            args.events,
-            mib(need)
-        );
-    }
-    let dir = scratch::temp_dir(shm, "iosched-trace-bench-analyze")?;
-    let trace = dir.path().join("synth.istrace");
     println!(
         "bench analyze: synthetic trace of {} events (8 processes, 32 requests in flight)",
         args.events
     );
-    let gen_cost = measure(
-        Command::new(&bin)
-            .arg("synth")
-            .arg("--events")
-            .arg(args.events.to_string())
-            .arg("-o")
-            .arg(&trace),
-    )?;
+    // The directory goes when `_dir` does, at the end.
+    let (_dir, trace, gen_cost) =
+        synthetic_trace(&bin, args.events, "iosched-trace-bench-analyze")?;
     scratch::check_interrupted()?;
     let bytes = std::fs::metadata(&trace)?.len();
     println!("generated {} in {:.1} s", mib(bytes), gen_cost.wall_s);
@@ -136,4 +118,36 @@ pub fn analyze(args: &AnalyzeArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// A synthetic trace of `events` events (`iosched-trace synth`) in a scratch directory of
+/// /dev/shm named after `tag` (removed with the returned guard), and what generating it cost.
+/// Refuses when /dev/shm lacks the room.
+pub fn synthetic_trace(
+    bin: &Path,
+    events: u64,
+    tag: &str,
+) -> anyhow::Result<(iosched_testbed::tempdir::TempDir, std::path::PathBuf, Cost)> {
+    let shm = Path::new("/dev/shm");
+    let need = events * BYTES_PER_EVENT;
+    let free = free_bytes(shm)?;
+    if free < need + (256 << 20) {
+        bail!(
+            "/dev/shm has {} free; a {}-event trace needs about {}",
+            mib(free),
+            events,
+            mib(need)
+        );
+    }
+    let dir = scratch::temp_dir(shm, tag)?;
+    let trace = dir.path().join("synth.istrace");
+    let cost = measure(
+        Command::new(bin)
+            .arg("synth")
+            .arg("--events")
+            .arg(events.to_string())
+            .arg("-o")
+            .arg(&trace),
+    )?;
+    Ok((dir, trace, cost))
 }

@@ -3,15 +3,14 @@
 //! peak RSS as ratios measured in the same run, and the page's size, which must not grow
 //! with the trace.
 
-use std::{path::Path, process::Command, process::ExitCode};
+use std::{process::Command, process::ExitCode};
 
-use anyhow::bail;
 use clap::Args;
 
 use crate::{
     BinArgs,
-    bench::{free_bytes, mib},
-    bench_analyze::{BYTES_PER_EVENT, measure},
+    bench::mib,
+    bench_analyze::{measure, synthetic_trace},
     scratch,
 };
 
@@ -35,29 +34,9 @@ pub struct HtmlArgs {
 pub fn html(args: &HtmlArgs) -> anyhow::Result<ExitCode> {
     scratch::catch_interrupts()?;
     let bin = args.bin.resolve()?;
-    let shm = Path::new("/dev/shm");
-    let need = args.events * BYTES_PER_EVENT;
-    let free = free_bytes(shm)?;
-    if free < need + (256 << 20) {
-        bail!(
-            "/dev/shm has {} free; a {}-event trace needs about {}",
-            mib(free),
-            args.events,
-            mib(need)
-        );
-    }
-    let dir = scratch::temp_dir(shm, "iosched-trace-bench-html")?;
-    let trace = dir.path().join("synth.istrace");
-    let page = dir.path().join("report.html");
     println!("bench html: synthetic trace of {} events", args.events);
-    measure(
-        Command::new(&bin)
-            .arg("synth")
-            .arg("--events")
-            .arg(args.events.to_string())
-            .arg("-o")
-            .arg(&trace),
-    )?;
+    let (dir, trace, _) = synthetic_trace(&bin, args.events, "iosched-trace-bench-html")?;
+    let page = dir.path().join("report.html");
     scratch::check_interrupted()?;
     // Each once, JSON first then HTML, then JSON again: the machine is shared, the better
     // JSON run is the baseline (which favours the baseline, not the page).
