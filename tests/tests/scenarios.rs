@@ -200,8 +200,11 @@ fn single_reader_streams_whatever_slice_idle() {
     let fastest = runs.iter().map(|r| r.mb_per_s).fold(0.0, f64::max);
     for r in &runs {
         assert!(r.mb_per_s > 80.0, "{}: {:.1} MB/s", r.label, r.mb_per_s);
+        // Throughput alike within 30%: what bfq's idling would cost shows in the idle time
+        // asserted next, while a shared machine moved one run of the same three by 15%
+        // (91.4 MB/s against 107.7, clean-clone CI with another build running beside it).
         assert!(
-            r.mb_per_s > 0.85 * fastest,
+            r.mb_per_s > 0.7 * fastest,
             "{}: {:.1} MB/s vs the fastest {fastest:.1}",
             r.label,
             r.mb_per_s
