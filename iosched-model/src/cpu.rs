@@ -67,6 +67,9 @@ pub struct CpuModel {
     /// The recorded scheduler's name and its cost (0 where the profile has none).
     pub recorded_scheduler: Option<String>,
     pub recorded_cost: SchedCost,
+    /// Requests/s the device issued over the recording's CPU span: under the recorded
+    /// scheduler its lock let at least that many through ([`CpuModel::charge`]).
+    pub recorded_iops: Option<f64>,
     /// Kyber's domains the workload uses (each has its own lock); set by the replayer.
     pub kyber_domains: u32,
 }
@@ -86,7 +89,9 @@ pub struct CpuCharge {
     pub cpu_cap_iops: Option<f64>,
     /// The recording's busy share: the part of each request's cycle the CPUs took.
     pub cpu_busy_share: Option<f64>,
-    /// The most its lock allows, requests/s (`None`: no lock of its own).
+    /// How long a request holds its lock, ns, and the most that allows, requests/s (`None`:
+    /// no lock of its own).
+    pub lock_hold_ns: f64,
     pub lock_cap_iops: Option<f64>,
     /// How much longer (> 1) or shorter (< 1) every interval of the run became.
     pub stretch: f64,
@@ -134,6 +139,9 @@ impl CpuModel {
             busy_ns_per_request,
             recorded_scheduler: recorded_scheduler.map(str::to_string),
             recorded_cost,
+            recorded_iops: recorded
+                .filter(|c| c.span_ns > 0 && requests > 0)
+                .map(|c| requests as f64 * 1e9 / c.span_ns as f64),
             kyber_domains: 1,
         }
     }
@@ -183,7 +191,16 @@ impl CpuModel {
             SchedKind::Kyber => Some(f64::from(domains.max(1))),
             SchedKind::None => None,
         };
-        let hold = lock_hold_ns(&cost);
+        let mut hold = lock_hold_ns(&cost);
+        // Under the recorded scheduler the recording is evidence: its lock let the recorded
+        // rate through, so a calibrated hold that would cap it lower is not this workload's
+        // (a bfq recording of 90k IOPS was replayed at the 40k a calibrated 25 µs allows).
+        if let (Some(n), Some(r)) = (locks, self.recorded_iops)
+            && self.recorded_scheduler.as_deref() == Some(sched.name())
+            && r > 0.0
+        {
+            hold = hold.min(n * 1e9 / r);
+        }
         let lock_cap_iops = locks.filter(|_| hold > 0.0).map(|n| n * 1e9 / hold);
         if let Some(cap) = lock_cap_iops {
             let after = iops / stretch;
@@ -200,6 +217,7 @@ impl CpuModel {
             cpu_demand,
             cpu_cap_iops,
             cpu_busy_share: self.recorded.map(|c| c.busy_share()),
+            lock_hold_ns: if locks.is_some() { hold } else { 0.0 },
             lock_cap_iops,
             stretch,
             bound,
@@ -312,6 +330,21 @@ mod tests {
         m.profile = p.clone();
         let c = m.charge(SchedKind::Kyber, 50_000.0, 2);
         assert!((50_000.0 / c.stretch - 40_000.0).abs() < 1.0, "{c:?}");
+        // A bfq recording at 100k/s proves its lock let 100k/s through: replayed under bfq
+        // the 50 µs hold is clamped to 10 µs (no cap below the recorded rate); a none
+        // recording has no such evidence for bfq.
+        let mut under_bfq = model(0.1, "bfq", 1_000.0);
+        under_bfq.profile = p.clone();
+        let c = under_bfq.charge(SchedKind::Bfq, 100_000.0, 1);
+        assert_eq!(c.bound, Bound::Neither, "{c:?}");
+        assert!((c.lock_hold_ns - 10_000.0).abs() < 1.0, "{c:?}");
+        assert!((c.lock_cap_iops.unwrap() - 100_000.0).abs() < 1.0, "{c:?}");
+        let faster = under_bfq.charge(SchedKind::Bfq, 150_000.0, 1);
+        assert_eq!(faster.bound, Bound::Lock, "{faster:?}");
+        assert!(
+            (150_000.0 / faster.stretch - 100_000.0).abs() < 1.0,
+            "{faster:?}"
+        );
         // Without CPU context the lock is still charged.
         let bare = CpuModel::new(p, ProfileSource::Defaults, None, 0, None);
         let c = bare.charge(SchedKind::Bfq, 50_000.0, 1);

@@ -122,7 +122,7 @@ pub fn charge_line(label: &str, c: &CpuCharge) -> Option<String> {
         ),
         Bound::Lock => format!(
             "lock-bound: {:.1} µs per request under its lock caps it at {:.0} IOPS",
-            c.cost.serial_ns_per_request / 1e3,
+            c.lock_hold_ns / 1e3,
             c.lock_cap_iops.unwrap_or(0.0)
         ),
         Bound::CpuFreed => format!(
