@@ -69,15 +69,28 @@ impl Recorder {
     /// Runs `command` (a [`Recorder::command`]) as our child: stdin and stdout null, stderr
     /// read line by line, and printed on ours after `echo` when given (`  [record] `).
     pub fn spawn(mut command: Command, echo: Option<&str>) -> Result<Self, RecorderError> {
-        let mut child = command
+        command
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|err| RecorderError::Spawn {
-                program: command.get_program().to_string_lossy().into_owned(),
-                err,
-            })?;
+            .stderr(Stdio::piped());
+        // A program written just before (the tests' fake recorders) is "busy" while a child
+        // another thread forked meanwhile still holds its write descriptor, until that
+        // child's exec closes it: a moment, so try again.
+        let mut tries = 0;
+        let mut child = loop {
+            match command.spawn() {
+                Err(err) if err.kind() == io::ErrorKind::ExecutableFileBusy && tries < 50 => {
+                    tries += 1;
+                    thread::sleep(Duration::from_millis(20));
+                }
+                result => {
+                    break result.map_err(|err| RecorderError::Spawn {
+                        program: command.get_program().to_string_lossy().into_owned(),
+                        err,
+                    })?;
+                }
+            }
+        };
         let stderr = child.stderr.take().expect("stderr is piped");
         let (tx, lines) = mpsc::channel();
         let prefix = echo.map(str::to_owned);

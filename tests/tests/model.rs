@@ -220,10 +220,12 @@ fn dsync_journal_pre_5_3_bfq_costs_an_idle_slice_per_write() {
         "{now_ms:.1} vs {recorded:.1} ms"
     );
     assert!(now_ms <= 1.1 * dl_ms);
-    // Pre-5.3: most writes end with the idle timer; one slice each (slice_idle 8 ms, or
-    // 20 ms while dd's queue is weight-raised, since 5.2): on average in between.
+    // Pre-5.3: many writes end with the idle timer; one slice each (slice_idle 8 ms, or
+    // 20 ms while dd's queue is weight-raised, since 5.2): on average in between. How many
+    // varies with the recording (120 of 300 in one clean-clone CI run, more than 150 in
+    // most): the cost per write asserted below is the effect.
     assert!(
-        too_idle >= 0.5 * writes,
+        too_idle >= 0.3 * writes,
         "{too_idle} timer expirations for {writes} writes"
     );
     let slice = timer_ms / too_idle;
