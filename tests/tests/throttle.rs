@@ -278,10 +278,10 @@ fn explain_names_wbt_throttling_of_a_buffered_write_flood() {
         return;
     }
     // The premise, that the kernel throttled the flood, is the kernel's doing, not ours: it
-    // did in every run measured alone (770-940 waits in 8 runs), but a clean-clone CI run
-    // once saw 4, for a reason not found (our count agreed: 4). A flood it did not throttle
-    // is run again, on a fresh device, up to [`FLOOD_ATTEMPTS`] times in all; what is
-    // asserted below is checked on the one it throttled.
+    // did in every run measured alone (444-972 waits in the 6 whose count was printed), but
+    // a clean-clone CI run once saw 4, for a reason not found (our count agreed: 4). A flood
+    // it did not throttle is run again, on a fresh device, up to [`FLOOD_ATTEMPTS`] times in
+    // all; what is asserted below is checked on the one it throttled.
     let mut attempts = Vec::new();
     let flood = loop {
         let flood = throttled_flood();
