@@ -24,12 +24,12 @@ use aya_ebpf::{
         },
     },
     macros::{btf_tracepoint, map, raw_tracepoint},
-    maps::{HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{BtfTracePointContext, RawTracePointContext},
 };
 use iosched_trace_common::{
-    BATCH_EVENTS, Config, DEV_KEY_BDEV, DEV_KEY_QUEUE, NO_OFFSET, Offsets, RawBatch, RawEvent,
-    Staging, batch_record_len,
+    BATCH_EVENTS, Config, DEV_KEY_BDEV, DEV_KEY_QUEUE, NO_OFFSET, Offsets, PLUG_COUNT_DEVICES,
+    PlugCounts, RawBatch, RawEvent, Staging, batch_record_len,
     kind::{self, *},
     stat,
 };
@@ -44,6 +44,7 @@ static CONFIG: Config = Config {
     wakeup_bytes: 0,
     bio_cgroup: 0,
     wakeups: 0,
+    plug_events: 0,
     off: Offsets {
         rq_q: NO_OFFSET,
         rq_bio: NO_OFFSET,
@@ -90,6 +91,12 @@ static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
 /// Devices to trace (kernel `dev_t` of whole disks), when `CONFIG.filter_devices` is set.
 #[map(name = "DEVICES")]
 static DEVICES: HashMap<u32, u8> = HashMap::with_max_entries(256, 0);
+
+/// Plug counters per traced device (`dev_t`), when plug and unplug are not sent as events
+/// (`CONFIG.plug_events` 0). Per CPU: a plug is counted where it happens, with plain adds.
+#[map(name = "PLUG_COUNTS")]
+static PLUG_COUNTS: PerCpuHashMap<u32, PlugCounts> =
+    PerCpuHashMap::with_max_entries(PLUG_COUNT_DEVICES, 0);
 
 /// Where each CPU gathers its events before sending them as one [`RawBatch`] record.
 #[map(name = "STAGING")]
@@ -751,6 +758,27 @@ pub fn block_bio_complete(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
+/// This CPU's plug counters of `dev`, created at its first plug; `None` (counted in
+/// `stat::PLUG_DEVICES_FULL`) if the map is full.
+#[inline(always)]
+fn plug_counts(dev: u32) -> Option<*mut PlugCounts> {
+    if let Some(counts) = PLUG_COUNTS.get_ptr_mut(dev) {
+        return Some(counts);
+    }
+    // BPF_NOEXIST: a program interrupting this one between the lookup and the insert may
+    // have made the entry; either way the lookup after it finds one.
+    let _ = PLUG_COUNTS.insert(
+        dev,
+        PlugCounts::default(),
+        aya_ebpf::bindings::BPF_NOEXIST as u64,
+    );
+    let counts = PLUG_COUNTS.get_ptr_mut(dev);
+    if counts.is_none() {
+        count(stat::PLUG_DEVICES_FULL);
+    }
+    counts
+}
+
 #[btf_tracepoint(function = "block_plug")]
 pub fn block_plug(ctx: BtfTracePointContext) -> i32 {
     let pid_tgid = bpf_get_current_pid_tgid();
@@ -759,9 +787,19 @@ pub fn block_plug(ctx: BtfTracePointContext) -> i32 {
     }
     let held = Held::acquire();
     let held = held.as_ref();
-    if let Some(dev) = traced_dev(ctx.arg(0), DEV_KEY_QUEUE, config!(off.q_disk), held) {
-        emit(held, PLUG, dev, pid_tgid, NO_CGROUP, |_| {});
+    let Some(dev) = traced_dev(ctx.arg(0), DEV_KEY_QUEUE, config!(off.q_disk), held) else {
+        return 0;
+    };
+    // A constant to the verifier: one of the two paths is pruned at load.
+    if config!(plug_events) == 0 {
+        if let Some(counts) = plug_counts(dev) {
+            // SAFETY: this CPU's value; programs on one CPU nest only by interruption (a
+            // count lost to an interrupting plug is a window of a few instructions).
+            unsafe { (*counts).plugs += 1 };
+        }
+        return 0;
     }
+    emit(held, PLUG, dev, pid_tgid, NO_CGROUP, |_| {});
     0
 }
 
@@ -772,15 +810,30 @@ pub fn block_unplug(ctx: BtfTracePointContext) -> i32 {
         return 0;
     }
     let depth = ctx.arg::<u64>(1) & 0xffff_ffff;
-    let explicit = (ctx.arg::<u64>(2) & 0xff != 0) as i32;
+    let explicit = ctx.arg::<u64>(2) & 0xff != 0;
     let held = Held::acquire();
     let held = held.as_ref();
-    if let Some(dev) = traced_dev(ctx.arg(0), DEV_KEY_QUEUE, config!(off.q_disk), held) {
-        emit(held, UNPLUG, dev, pid_tgid, NO_CGROUP, |ev| {
-            ev.aux = depth;
-            ev.error = explicit;
-        });
+    let Some(dev) = traced_dev(ctx.arg(0), DEV_KEY_QUEUE, config!(off.q_disk), held) else {
+        return 0;
+    };
+    if config!(plug_events) == 0 {
+        if let Some(counts) = plug_counts(dev) {
+            // SAFETY: as in `block_plug`.
+            unsafe {
+                if explicit {
+                    (*counts).unplugs_explicit += 1;
+                } else {
+                    (*counts).unplugs_timer += 1;
+                }
+                (*counts).unplugged_requests += depth;
+            }
+        }
+        return 0;
     }
+    emit(held, UNPLUG, dev, pid_tgid, NO_CGROUP, |ev| {
+        ev.aux = depth;
+        ev.error = explicit as i32;
+    });
     0
 }
 

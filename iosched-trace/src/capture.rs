@@ -16,12 +16,12 @@ use std::{
 
 use aya::{
     Btf, Ebpf, EbpfLoader, VerifierLogLevel,
-    maps::{HashMap, MapData, PerCpuArray, RingBuf},
+    maps::{HashMap, MapData, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{BtfTracePoint, ProgramError, ProgramFd, RawTracePoint},
 };
 use iosched_trace_common::{
-    BATCH_HEADER_LEN, Config, MAP_DEVICES, MAP_EVENTS, MAP_STAGING, MAP_STATS, PROG_FLUSH,
-    RawEvent, Staging, stat,
+    BATCH_HEADER_LEN, Config, MAP_DEVICES, MAP_EVENTS, MAP_PLUG_COUNTS, MAP_STAGING, MAP_STATS,
+    PROG_FLUSH, PlugCounts, RawEvent, Staging, stat,
 };
 use tokio::io::{Interest, unix::AsyncFd};
 
@@ -31,7 +31,7 @@ use crate::{
 };
 use iosched_core::{
     event::{Comm, Dev, Event, EventKind},
-    record::Stats,
+    record::{DevicePlugCounts, Stats},
 };
 
 /// The compiled eBPF object, built by build.rs.
@@ -251,6 +251,10 @@ pub struct CaptureOptions {
     pub wakeups: bool,
     pub verbose: bool,
     pub programs: ProgramSet,
+    /// Send plug and unplug as events (`record --plug-events`); otherwise, where their
+    /// programs are attached, they only count per device in the kernel (`Capture::stats`'s
+    /// `plug_counts`).
+    pub plug_events: bool,
 }
 
 pub struct Capture {
@@ -260,6 +264,8 @@ pub struct Capture {
     stats: PerCpuArray<MapData, u64>,
     /// Read (never written) to see which CPUs hold staged events worth a flush.
     staging: PerCpuArray<MapData, Staging>,
+    /// The kernel's plug counters, when plug and unplug are counted rather than sent.
+    plug_counts: Option<PerCpuHashMap<MapData, u32, PlugCounts>>,
     decoder: FlagDecoder,
     /// `flush_staged`, kept apart from `ebpf` so it can still run after the tracepoints
     /// are detached.
@@ -310,6 +316,7 @@ impl Capture {
             wakeup_bytes: options.wakeup_bytes,
             bio_cgroup: u32::from(layout.bio_cgroup),
             wakeups: u32::from(wakeups),
+            plug_events: u32::from(options.plug_events),
             off: layout.offsets,
         };
         let mut loader = EbpfLoader::new();
@@ -391,11 +398,24 @@ impl Capture {
             .ok_or_else(|| CaptureError::Map(MAP_STAGING, "missing from the object".into()))?;
         let staging = PerCpuArray::try_from(staging)
             .map_err(|e| CaptureError::Map(MAP_STAGING, e.to_string()))?;
+        let counting_plugs = !options.plug_events && attached.contains(&"block_plug");
+        let plug_counts = if counting_plugs {
+            let map = ebpf.take_map(MAP_PLUG_COUNTS).ok_or_else(|| {
+                CaptureError::Map(MAP_PLUG_COUNTS, "missing from the object".into())
+            })?;
+            Some(
+                PerCpuHashMap::try_from(map)
+                    .map_err(|e| CaptureError::Map(MAP_PLUG_COUNTS, e.to_string()))?,
+            )
+        } else {
+            None
+        };
         Ok(Self {
             ebpf: Some(ebpf),
             ring,
             stats,
             staging,
+            plug_counts,
             decoder: layout.flags.clone(),
             flush,
             cpus,
@@ -486,7 +506,35 @@ impl Capture {
                 None => self.skipped_at_detach,
             },
             completions: Vec::new(),
+            plug_counts: self.plug_counts()?,
+            plugs_uncounted: get(stat::PLUG_DEVICES_FULL)?.iter().sum(),
         })
+    }
+
+    /// The kernel's plug counters per device, summed over CPUs (empty when plugs are sent as
+    /// events or not traced).
+    fn plug_counts(&self) -> Result<Vec<DevicePlugCounts>, CaptureError> {
+        let Some(map) = &self.plug_counts else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for entry in map.iter() {
+            let (dev, per_cpu) =
+                entry.map_err(|e| CaptureError::Map(MAP_PLUG_COUNTS, e.to_string()))?;
+            let mut c = DevicePlugCounts {
+                dev: Dev::from_kernel(dev),
+                ..DevicePlugCounts::default()
+            };
+            for v in per_cpu.iter() {
+                c.plugs += v.plugs;
+                c.unplugs_explicit += v.unplugs_explicit;
+                c.unplugs_timer += v.unplugs_timer;
+                c.unplugged_requests += v.unplugged_requests;
+            }
+            out.push(c);
+        }
+        out.sort_by_key(|c| c.dev);
+        Ok(out)
     }
 
     /// Detaches every program and flushes what the CPUs staged; the ring buffer stays

@@ -381,8 +381,14 @@ pub struct RecordArgs {
     /// Also trace block_io_start/block_io_done (request accounting start/end).
     #[arg(long)]
     pub extra_events: bool,
-    /// Leave out plug and unplug events: on a fast device they are a third of the events of
-    /// a plain read, and their cost shows in its IOPS. The report then has no plug figures.
+    /// Record every plug and unplug as an event (blktrace P/U/UT). By default they are only
+    /// counted per device in the kernel: on a fast device they are a third of the events of
+    /// a plain read, and btt's plug figures (plugs, unplugs, requests per unplug) need only
+    /// the counts. Implied by `--format blktrace`.
+    #[arg(long, conflicts_with = "no_plugs")]
+    pub plug_events: bool,
+    /// Leave out plug and unplug entirely, not even counted: the report then has no plug
+    /// figures.
     #[arg(long)]
     pub no_plugs: bool,
     /// Also record scheduler wakeups of tasks that queued I/O on a traced device (who woke
@@ -478,6 +484,7 @@ impl LiveArgs {
             wakeup: self.wakeup,
             extra_events: false,
             no_plugs: false,
+            plug_events: false,
             wakeups: false,
             sched_log: false,
             discard_events: false,

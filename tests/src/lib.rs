@@ -134,6 +134,10 @@ pub struct Recording {
     pub footer_total: Option<u64>,
     /// The kernel's completion counters next to the traced completions, per device.
     pub completions: Vec<iosched_core::record::CompletionCheck>,
+    /// The kernel's plug counters per device (plugs counted, not recorded as events).
+    pub plug_counts: Vec<iosched_core::record::DevicePlugCounts>,
+    /// The header says plugs were counted in the kernel rather than recorded as events.
+    pub plugs_counted: bool,
 }
 
 pub fn read_recording(path: &Path) -> anyhow::Result<Recording> {
@@ -154,6 +158,11 @@ pub fn read_recording(path: &Path) -> anyhow::Result<Recording> {
             .stats()
             .map(|s| s.completions.clone())
             .unwrap_or_default(),
+        plug_counts: reader
+            .stats()
+            .map(|s| s.plug_counts.clone())
+            .unwrap_or_default(),
+        plugs_counted: reader.header().plugs_counted(),
     })
 }
 

@@ -311,6 +311,128 @@ fn tiny_ring_counts_what_it_loses() {
     );
 }
 
+/// Plugs as `record` counts them by default (per device, in the kernel) and as `record
+/// --plug-events` records them (one event each), from two recorders running at once on the
+/// same device, against the kernel's own blk tracer on the same run: the same number of
+/// plugs (P), explicit unplugs (U) and timer unplugs (UT) in all three; the default
+/// recording holds no plug event and every other event of the other, exactly once; and
+/// `report` shows the counts. Direct writes plug once per bio, buffered writeback plugs
+/// many bios at a time, so the count is not one per request by construction.
+#[test]
+fn plug_counters_equal_the_blk_tracers_plugs() {
+    if !real_kernel_available("plug_counters_equal_the_blk_tracers_plugs") {
+        return;
+    }
+    let disk = ScratchLoop::new("plugcount", 64, "mq-deadline").unwrap();
+    let dev = disk.dev_numbers().unwrap();
+    let out = scratch_dir("plugcount-out").unwrap();
+    let counted = out.path().join("counted.istrace");
+    let events = out.path().join("events.istrace");
+    let ftrace = FtraceBlk::start(disk.name()).unwrap();
+    let mut rec_counted = record(&[disk.name()], &counted, &[]).unwrap();
+    let mut rec_events = record(&[disk.name()], &events, &["--plug-events"]).unwrap();
+    let target = format!("of={}", disk.dev().display());
+    dd(&[
+        "if=/dev/zero",
+        &target,
+        "bs=4096",
+        "count=150",
+        "oflag=direct",
+    ])
+    .unwrap();
+    dd(&[
+        "if=/dev/zero",
+        &target,
+        "bs=4096",
+        "count=1024",
+        "seek=1024",
+        "conv=fsync",
+    ])
+    .unwrap();
+    rec_events.stop().unwrap();
+    rec_counted.stop().unwrap();
+    let plug_actions = ["P", "U", "UT"];
+    let (theirs, overrun) = ftrace.collect(dev, &plug_actions).unwrap();
+    drop(ftrace);
+    assert_eq!(overrun, 0, "ftrace overran: the oracle is incomplete");
+    let ftrace_count = |a: &str| -> u64 {
+        theirs
+            .iter()
+            .filter(|((action, _, _), _)| action == a)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let (p, u, ut) = (ftrace_count("P"), ftrace_count("U"), ftrace_count("UT"));
+    assert!(p >= 150, "too few plugs to compare: {p}");
+
+    let c = read_recording(&counted).unwrap();
+    let e = read_recording(&events).unwrap();
+    assert_eq!((c.lost, e.lost), (0, 0));
+    assert!(c.plugs_counted && !e.plugs_counted);
+    let kinds = |r: &iosched_trace_tests::Recording, k: EventKind| {
+        r.events.iter().filter(|ev| ev.kind == k).count() as u64
+    };
+    assert_eq!(kinds(&c, EventKind::Plug) + kinds(&c, EventKind::Unplug), 0);
+    let [counts] = c.plug_counts.as_slice() else {
+        panic!("one device's plug counts expected: {:?}", c.plug_counts);
+    };
+    assert_eq!((counts.dev.major, counts.dev.minor), dev);
+    assert_eq!(
+        (counts.plugs, counts.unplugs_explicit, counts.unplugs_timer),
+        (p, u, ut),
+        "kernel counters against the blk tracer"
+    );
+    let unplug_events = |explicit: bool| {
+        e.events
+            .iter()
+            .filter(|ev| ev.kind == EventKind::Unplug && (ev.error == 1) == explicit)
+            .count() as u64
+    };
+    assert_eq!(
+        (
+            kinds(&e, EventKind::Plug),
+            unplug_events(true),
+            unplug_events(false)
+        ),
+        (p, u, ut),
+        "plug events against the blk tracer"
+    );
+    let unplugged: u64 = e
+        .events
+        .iter()
+        .filter(|ev| ev.kind == EventKind::Unplug)
+        .map(|ev| ev.aux)
+        .sum();
+    assert_eq!(counts.unplugged_requests, unplugged);
+    // Everything else: the same events in both recordings (each recorder's programs read
+    // the clock themselves, so times differ by the other's run time).
+    let others = |r: &iosched_trace_tests::Recording| {
+        let mut v: Vec<_> = r
+            .events
+            .iter()
+            .filter(|ev| !matches!(ev.kind, EventKind::Plug | EventKind::Unplug))
+            .map(|ev| (ev.kind.name(), ev.rq, ev.bio, ev.sector, ev.bytes, ev.pid))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(others(&c), others(&e));
+
+    let report = Command::new(binary())
+        .args(["report", "--json"])
+        .arg(&counted)
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(json["trace"]["plugs_from"], "kernel counters");
+    let plugs = &json["devices"][0]["plugs"];
+    assert_eq!(
+        (plugs["plugs"].as_u64(), plugs["unplugs_explicit"].as_u64()),
+        (Some(p), Some(u))
+    );
+}
+
 /// `--no-plugs` leaves out plug and unplug and nothing else: the same known writes still give
 /// exactly N queues, issues and completions, and the recording says plugs were not traced.
 #[test]

@@ -60,6 +60,10 @@ pub struct TraceSummary {
     /// False when the recording left plug and unplug out (`record --no-plugs`): the plug
     /// figures are then zero for want of events, not of plugging.
     pub plugs_recorded: bool,
+    /// Where the plug figures come from: `"events"` (P/U events, so a `--from/--until`
+    /// window applies), `"kernel counters"` (format 1.6 `record`'s default: counted per
+    /// device in the kernel over the whole recording, whatever the window), or `"none"`.
+    pub plugs_from: &'static str,
     /// The CPU context the recording was made in (format 1.5 and later; `None` for older
     /// recordings and blktrace files).
     pub cpu: Option<CpuContext>,
@@ -139,6 +143,32 @@ pub struct Plugs {
     pub unplugs_explicit: u64,
     pub unplugs_timer: u64,
     pub mean_requests_per_unplug: f64,
+}
+
+impl Plugs {
+    fn new(plugs: u64, unplugs_explicit: u64, unplugs_timer: u64, unplugged: u64) -> Plugs {
+        let unplugs = unplugs_explicit + unplugs_timer;
+        Plugs {
+            plugs,
+            unplugs_explicit,
+            unplugs_timer,
+            mean_requests_per_unplug: if unplugs == 0 {
+                0.0
+            } else {
+                unplugged as f64 / unplugs as f64
+            },
+        }
+    }
+
+    /// The figures of a device's kernel plug counters.
+    fn from_counts(c: &crate::record::DevicePlugCounts) -> Plugs {
+        Plugs::new(
+            c.plugs,
+            c.unplugs_explicit,
+            c.unplugs_timer,
+            c.unplugged_requests,
+        )
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -336,7 +366,6 @@ fn device_report(info: Option<&DeviceInfo>, dev: Dev, d: &DeviceAgg, dur: u64) -
     let read = d.completed[Direction::Read as usize];
     let write = d.completed[Direction::Write as usize];
     let other = d.completed[Direction::Other as usize];
-    let unplugs = d.unplugs_explicit + d.unplugs_timer;
     let area_mean = |a: u128| {
         if dur == 0 { 0.0 } else { a as f64 / dur as f64 }
     };
@@ -389,16 +418,12 @@ fn device_report(info: Option<&DeviceInfo>, dev: Dev, d: &DeviceAgg, dur: u64) -
         } else {
             d.active_at_q_sum as f64 / d.bios_queued as f64
         },
-        plugs: Plugs {
-            plugs: d.plugs,
-            unplugs_explicit: d.unplugs_explicit,
-            unplugs_timer: d.unplugs_timer,
-            mean_requests_per_unplug: if unplugs == 0 {
-                0.0
-            } else {
-                d.unplug_depth_sum as f64 / unplugs as f64
-            },
-        },
+        plugs: Plugs::new(
+            d.plugs,
+            d.unplugs_explicit,
+            d.unplugs_timer,
+            d.unplug_depth_sum,
+        ),
         errors: d.errors,
         latency: d.stages.summaries(),
         latency_by_direction: by_direction(&d.stages_by_dir),
@@ -477,12 +502,26 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
             .unwrap_or_else(|| "?".into())
     };
 
+    let plugs_recorded = source.header().is_none_or(|h| h.plugs_traced());
+    let plugs_counted = source.header().is_some_and(|h| h.plugs_counted());
+    let plug_counts = source.stats().map_or(&[][..], |s| &s.plug_counts[..]);
     let mut devs: Vec<_> = agg.devices.iter().collect();
     devs.sort_by_key(|(d, _)| **d);
     let devices: Vec<DeviceReport> = devs
         .into_iter()
         .filter(|(_, d)| d.bios_queued + d.requests_dispatched + d.plugs > 0 || d.busy_ns > 0)
-        .map(|(dev, d)| device_report(meta.devices.iter().find(|i| i.dev == *dev), *dev, d, dur))
+        .map(|(dev, d)| {
+            let mut report =
+                device_report(meta.devices.iter().find(|i| i.dev == *dev), *dev, d, dur);
+            // Counted in the kernel: the recording has no plug events to count.
+            if plugs_counted {
+                report.plugs = plug_counts
+                    .iter()
+                    .find(|c| c.dev == *dev)
+                    .map_or_else(Plugs::default, Plugs::from_counts);
+            }
+            report
+        })
         .collect();
 
     let mut processes: Vec<ProcessReport> = agg
@@ -561,6 +600,12 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
         filters.push(format!("cgroups: {}", o.cgroups.join(",")));
     }
     let mut warnings = source.warnings();
+    if plugs_counted && (o.from_ns.is_some() || o.to_ns.is_some()) {
+        warnings.push(
+            "plug figures are the whole recording's: plugs were counted in the kernel, not              recorded as events (record --plug-events records them per event)"
+                .into(),
+        );
+    }
     if meta.identity == Identity::PairedBySector {
         warnings.push(
             "this trace format has no request identity: requests were paired by (device, \
@@ -589,7 +634,12 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
                 .stats()
                 .map(|s| s.completions.clone())
                 .unwrap_or_default(),
-            plugs_recorded: source.header().is_none_or(|h| h.plugs_traced()),
+            plugs_recorded,
+            plugs_from: match (plugs_recorded, plugs_counted) {
+                (false, _) => "none",
+                (true, true) => "kernel counters",
+                (true, false) => "events",
+            },
             cpu: CpuContext::of(source, w.from, w.to),
             anomalies: anomalies.clone(),
             warnings,

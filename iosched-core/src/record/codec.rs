@@ -9,7 +9,7 @@ pub const FILE_MAGIC: [u8; 8] = *b"\x89IOSCHD\n";
 pub const FORMAT_MAJOR: u16 = 1;
 /// Compatible additions (new chunk types, fields appended to event records, new JSON fields)
 /// bump the minor version; readers accept any minor of their major.
-pub const FORMAT_MINOR: u16 = 5;
+pub const FORMAT_MINOR: u16 = 6;
 /// magic (8) + major (u16) + minor (u16) + reserved (u32, 0).
 pub const FILE_HEADER_LEN: usize = 16;
 

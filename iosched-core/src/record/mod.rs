@@ -69,10 +69,27 @@ pub struct Header {
 /// Read through [`Header::plugs_traced`]; the text is what older files hold, so it stays.
 pub const NOTE_NO_PLUGS: &str = "plug and unplug were not traced (--no-plugs)";
 
+/// The note a recording whose plugs were counted in the kernel, not recorded as events,
+/// carries (format 1.6: `record`'s default; `record --plug-events` records the events). Its
+/// counts are in [`Stats::plug_counts`].
+pub const NOTE_PLUGS_COUNTED: &str = "plug and unplug were counted per device in the kernel, not recorded as events (record --plug-events records them)";
+
 impl Header {
-    /// Whether plug and unplug events were recorded (false for `record --no-plugs`).
+    /// Whether plug and unplug were traced at all, as events or as counters (false for
+    /// `record --no-plugs`).
     pub fn plugs_traced(&self) -> bool {
         !self.notes.iter().any(|n| n == NOTE_NO_PLUGS)
+    }
+
+    /// Whether plug and unplug were counted in the kernel instead of recorded as events:
+    /// the recording holds no P/U events, and its plug figures are [`Stats::plug_counts`].
+    pub fn plugs_counted(&self) -> bool {
+        self.notes.iter().any(|n| n == NOTE_PLUGS_COUNTED)
+    }
+
+    /// Marks the recording as one whose plugs were counted, not recorded as events.
+    pub fn mark_plugs_counted(&mut self) {
+        self.notes.push(NOTE_PLUGS_COUNTED.into());
     }
 
     /// Marks the recording as made without plug and unplug events.
@@ -228,6 +245,31 @@ pub struct Stats {
     /// (format 1.2; absent in older recordings).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub completions: Vec<CompletionCheck>,
+    /// Per device, its plugs as the kernel counted them since the recording started, where
+    /// plug and unplug were counted rather than recorded as events (format 1.6; see
+    /// [`Header::plugs_counted`]). Devices that never plugged are absent.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub plug_counts: Vec<DevicePlugCounts>,
+    /// Plugs and unplugs the kernel could not count because its table of devices was full
+    /// (format 1.6).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub plugs_uncounted: u64,
+}
+
+/// One device's plug counters (kernel side: `iosched_trace_common::PlugCounts`, summed over
+/// CPUs), cumulative since the recording started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DevicePlugCounts {
+    pub dev: Dev,
+    /// Plugs started (blktrace P).
+    pub plugs: u64,
+    /// Unplugs by the submitter (U).
+    pub unplugs_explicit: u64,
+    /// Unplugs because the submitter slept with a plug (UT).
+    pub unplugs_timer: u64,
+    /// Requests those unplugs released, summed.
+    pub unplugged_requests: u64,
 }
 
 /// A device's completed-request counters (`/sys/block/<name>/stat`) at one instant.

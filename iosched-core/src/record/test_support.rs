@@ -157,6 +157,14 @@ pub fn sample_stats(sent: u64) -> Stats {
                 writes_through_flush: 0,
             },
         }],
+        plug_counts: vec![super::DevicePlugCounts {
+            dev: Dev { major: 8, minor: 0 },
+            plugs: 7,
+            unplugs_explicit: 5,
+            unplugs_timer: 2,
+            unplugged_requests: 11,
+        }],
+        plugs_uncounted: 1,
     }
 }
 

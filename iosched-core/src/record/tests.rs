@@ -525,7 +525,10 @@ fn cpu_chunks_round_trip_with_the_header_fields() {
         reader.header().host_profile.as_ref(),
         Some(&super::HostProfile::defaults())
     );
-    assert_eq!(reader.header().format_version, "1.5");
+    assert_eq!(
+        reader.header().format_version,
+        format!("{}.{}", super::FORMAT_MAJOR, super::FORMAT_MINOR)
+    );
     assert!(reader.warnings().is_empty(), "{:?}", reader.warnings());
     let cpu_chunks = chunks_of(&bytes)
         .iter()

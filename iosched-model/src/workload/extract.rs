@@ -205,6 +205,9 @@ pub fn extract(
     let start = collect.bios.iter().filter_map(|b| b.q).min().unwrap_or(0);
     let kyber = crate::throttle::kyber_waits(&collect.bios, &collect.throttle_events, start);
     let wbt_steps = crate::throttle::wbt_steps(&collect.throttle_events, start);
+    // The order `from_bios_and_wakeups` gives its ios (a stable sort: it keeps this one).
+    collect.bios.sort_by_key(|b| (b.q.unwrap_or(0), b.c));
+    let left_plug: Vec<Option<u64>> = collect.bios.iter().map(|b| b.i.or(b.d)).collect();
     let mut w = from_bios_and_wakeups(info, collect.bios, &collect.wakeups);
     w.throttle.kyber = kyber;
     w.throttle.wbt.max_depth_at_waits = crate::throttle::max_depth_at(
@@ -216,7 +219,11 @@ pub fn extract(
             .map(|(io, _)| io.rec_q.saturating_sub(start)),
     );
     w.throttle.wbt_steps = wbt_steps;
-    mark_plug_ends(&mut w, &collect.unplugs);
+    if collect.unplugs.is_empty() {
+        infer_plug_ends(&mut w, &left_plug);
+    } else {
+        mark_plug_ends(&mut w, &collect.unplugs);
+    }
     w.service = service;
     w.max_in_driver = collect.max_in_driver;
     w.kernel_release = meta.kernel_release.clone();
@@ -275,27 +282,43 @@ fn settle_lost(bios: &mut Vec<BioLife>, lost: Vec<BioLife>) {
     }
 }
 
-/// Sets [`Io::plug_end`] from the recorded unplugs of each process.
+/// Sets [`Io::plug_end`] from the recorded unplugs of each process: its plug batch ended if
+/// the process unplugged after queueing it and before its next bio.
 fn mark_plug_ends(w: &mut Workload, unplugs: &FxHashMap<u32, Vec<u64>>) {
+    let pids: Vec<u32> = w.streams.iter().map(|s| s.pid).collect();
+    each_next_bio(w, |io, _, until| {
+        let Some(ts) = unplugs.get(&pids[io.stream as usize]) else {
+            return false;
+        };
+        let k = ts.partition_point(|t| *t < io.rec_q);
+        ts.get(k).is_some_and(|t| *t <= until)
+    });
+}
+
+/// Sets [`Io::plug_end`] where the recording has no unplug events (plugs counted in the
+/// kernel, the default of `record`; `record --no-plugs`; a blktrace file without P/U): a
+/// bio's batch ended if its request left the plug (inserted into the scheduler, or issued
+/// directly) before its process queued its next bio. A bio whose request was still plugged
+/// when the next one came shares that one's batch. `left_plug[i]`: the I (else D) of
+/// `w.ios[i]`'s request.
+fn infer_plug_ends(w: &mut Workload, left_plug: &[Option<u64>]) {
+    each_next_bio(w, |_, i, until| left_plug[i].is_some_and(|t| t <= until));
+}
+
+/// Sets each bio's `plug_end` to `ended(bio, index, until)`, `until` being its process's next
+/// Q (`u64::MAX` for its last bio).
+fn each_next_bio(w: &mut Workload, mut ended: impl FnMut(&Io, usize, u64) -> bool) {
     let mut last: Vec<Option<usize>> = vec![None; w.streams.len()];
-    let mark = |ios: &mut [Io], prev: usize, until: u64| {
-        let pid_unplugs = unplugs.get(&w.streams[ios[prev].stream as usize].pid);
-        if let Some(ts) = pid_unplugs {
-            let from = ios[prev].rec_q;
-            let k = ts.partition_point(|t| *t < from);
-            ios[prev].plug_end = ts.get(k).is_some_and(|t| *t <= until);
-        }
-    };
     for i in 0..w.ios.len() {
         let s = w.ios[i].stream as usize;
         if let Some(prev) = last[s] {
-            let q = w.ios[i].rec_q;
-            mark(&mut w.ios, prev, q);
+            let until = w.ios[i].rec_q;
+            w.ios[prev].plug_end = ended(&w.ios[prev], prev, until);
         }
         last[s] = Some(i);
     }
     for prev in last.into_iter().flatten() {
-        mark(&mut w.ios, prev, u64::MAX);
+        w.ios[prev].plug_end = ended(&w.ios[prev], prev, u64::MAX);
     }
 }
 

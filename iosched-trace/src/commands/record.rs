@@ -7,16 +7,15 @@ use anyhow::Context;
 use iosched_core::units::{BytesStyle, human_bytes};
 
 use crate::{
-    cli::RecordArgs,
+    cli::{OutputFormat, RecordArgs},
     devices::Sysfs,
     preflight,
-    recorder::{self, RecordConfig},
+    recorder::{self, PlugTracing, RecordConfig},
 };
 
 pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
-        !(args.output.as_os_str() == "-"
-            && matches!(args.format, crate::cli::OutputFormat::Blktrace)),
+        !(args.output.as_os_str() == "-" && matches!(args.format, OutputFormat::Blktrace)),
         "-o - writes a recording of ours; blktrace output is a directory of per-CPU files"
     );
     let valid = args.validate(&Sysfs::default())?;
@@ -31,7 +30,13 @@ pub fn run(args: RecordArgs) -> anyhow::Result<ExitCode> {
         ring_size: valid.ring_size,
         wakeup_bytes: valid.wakeup,
         extra_events: args.extra_events,
-        plugs: !args.no_plugs,
+        plugs: if args.no_plugs {
+            PlugTracing::Off
+        } else if args.plug_events || args.format == OutputFormat::Blktrace {
+            PlugTracing::Events
+        } else {
+            PlugTracing::Counted
+        },
         wakeups: args.wakeups,
         verbose: args.verbose,
         progress: true,

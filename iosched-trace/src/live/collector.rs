@@ -154,6 +154,7 @@ async fn collect(
         wakeups: false,
         verbose: config.verbose,
         programs: ProgramSet::Lifecycle,
+        plug_events: false,
     };
     let mut session = match Session::start(&options, &kernel) {
         Ok(s) => s,

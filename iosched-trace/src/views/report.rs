@@ -87,7 +87,7 @@ fn latency_table(out: &mut String, indent: &str, stages: &BTreeMap<&'static str,
     }
 }
 
-fn device_section(out: &mut String, d: &DeviceReport, plugs_recorded: bool) {
+fn device_section(out: &mut String, d: &DeviceReport, plugs_from: &str) {
     let _ = writeln!(
         out,
         "{} ({})  scheduler {}  rotational {}",
@@ -137,10 +137,16 @@ fn device_section(out: &mut String, d: &DeviceReport, plugs_recorded: bool) {
     );
     let _ = writeln!(out, "  seeks Q2Q {}", seek_line(&d.seeks_q2q));
     let _ = writeln!(out, "  seeks D2D {}", seek_line(&d.seeks_d2d));
-    if plugs_recorded {
+    if plugs_from != "none" {
+        // Kernel counters cover the whole recording, whatever the window: say so.
+        let counted = if plugs_from == "kernel counters" {
+            " (kernel counters)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
-            "  plugs     {} plugs, {} explicit + {} timer unplugs, {:.1} requests per unplug; \
+            "  plugs     {} plugs, {} explicit + {} timer unplugs, {:.1} requests per unplug{counted}; \
              {:.2} bios waiting at each Q",
             d.plugs.plugs,
             d.plugs.unplugs_explicit,
@@ -279,7 +285,7 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(out, "(no block I/O in this window)");
     }
     for d in &r.devices {
-        device_section(&mut out, d, t.plugs_recorded);
+        device_section(&mut out, d, t.plugs_from);
         out.push('\n');
     }
 

@@ -54,6 +54,18 @@ impl Default for DumpOptions {
     }
 }
 
+/// One device's kernel plug counters, with its name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DevicePlugs {
+    pub device: String,
+    #[serde(flatten)]
+    pub counts: iosched_core::record::DevicePlugCounts,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// What a dump saw; printed at its end and returned.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct DumpSummary {
@@ -74,6 +86,13 @@ pub struct DumpSummary {
     /// Per device: completions the kernel counted against those traced (recordings made by
     /// 1.2 and later; see `record::CompletionCheck`).
     pub completion_checks: Vec<iosched_core::record::CompletionCheck>,
+    /// Per device, its plugs as the kernel counted them (recordings whose plugs were counted
+    /// rather than recorded as events: format 1.6 `record`'s default).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub plug_counts: Vec<DevicePlugs>,
+    /// Plugs the kernel could not count (its device table full).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub plugs_uncounted: u64,
     /// Completed requests the kernel counted that have no completion event, summed over
     /// devices; `None` if the trace holds no check.
     pub untraced_completions: Option<u64>,
@@ -228,6 +247,20 @@ fn dump<W: Write>(
         summary.kernel_skipped = stats.kernel_skipped;
         summary.read_errors = Some(stats.read_errors);
         summary.completion_checks = stats.completions.clone();
+        summary.plug_counts = stats
+            .plug_counts
+            .iter()
+            .map(|c| DevicePlugs {
+                device: source
+                    .meta()
+                    .devices
+                    .iter()
+                    .find(|d| d.dev == c.dev)
+                    .map_or_else(|| c.dev.to_string(), |d| d.name.clone()),
+                counts: *c,
+            })
+            .collect();
+        summary.plugs_uncounted = stats.plugs_uncounted;
         summary.untraced_completions = stats.untraced_completions();
         summary.warnings.extend(
             stats

@@ -63,6 +63,22 @@ pub(super) fn text_summary(s: &mut String, sum: &DumpSummary, format: TraceForma
     if let Some(errors) = sum.read_errors {
         let _ = writeln!(s, "# kernel read errors: {errors}");
     }
+    for p in &sum.plug_counts {
+        let c = &p.counts;
+        let _ = writeln!(
+            s,
+            "# {}: plugs counted in the kernel: {} plugs, {} explicit + {} timer unplugs, {} \
+             requests unplugged",
+            p.device, c.plugs, c.unplugs_explicit, c.unplugs_timer, c.unplugged_requests
+        );
+    }
+    if sum.plugs_uncounted > 0 {
+        let _ = writeln!(
+            s,
+            "# plugs not counted: {} (the kernel's table of devices was full)",
+            sum.plugs_uncounted
+        );
+    }
     for c in &sum.completion_checks {
         let (k, t) = (c.kernel(), c.traced);
         let _ = writeln!(

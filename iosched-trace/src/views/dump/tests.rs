@@ -190,7 +190,7 @@ const BLKPARSE: &str = r#"
 "#;
 
 const PROLOGUE: &str = r#"
-# iosched-trace recording, format 1.5, written by iosched-trace 0.1.0
+# iosched-trace recording, format 1.6, written by iosched-trace 0.1.0
 # host testhost, kernel 6.18.0-test, boot 00000000-1111-2222-3333-444444444444
 # started 2025-11-30 12:00:00.000000000 UTC (monotonic 1.000000000)
 # command: iosched-trace record -d sda
@@ -239,6 +239,8 @@ const SUMMARY: &str = r#"
 #   wbt_timer                 1
 # lost events: 9 (4 with the ring buffer full: cpu1 3, cpu3 1; 5 the kernel did not run our programs for (already running on that CPU)): the trace is incomplete
 # kernel read errors: 2
+# sda: plugs counted in the kernel: 7 plugs, 5 explicit + 2 timer unplugs, 11 requests unplugged
+# plugs not counted: 1 (the kernel's table of devices was full)
 # sda: completed requests by the kernel's count 5 (r 5 w 0 d 0), traced 4: 1 without a completion event
 # recording closed cleanly (ended by signal)
 # warning: sda: 1 completed request counted by the kernel has no completion event (kernel: 5 reads, 0 writes, 0 discards; traced: 4, 0, 0, and up to 1 more may hide behind requests in flight at the counter reads); no block_rq_complete event for it reached the recorder (which lost none it was given)
