@@ -13,7 +13,10 @@ use crate::{
     explain::{self, Cause, Claim, Evidence, Fix, missing_merges},
     workload,
 };
-use iosched_core::source::MemorySource;
+use iosched_core::{
+    event::{EventKind, Op},
+    source::MemorySource,
+};
 
 use super::{
     device::DeviceModel,
@@ -552,4 +555,62 @@ fn recorded_queue_attributes_replace_inference() {
         .summary
         .merge_ratio;
     assert!(unlimited > ratio, "{unlimited} vs {ratio}");
+}
+
+/// A recording without unplug events (plugs counted in the kernel, `record`'s default):
+/// where each plug batch ended is read off the trace, a bio's batch having ended when its
+/// request left the plug (I, else D) before the process's next Q. The simulator writes no
+/// unplugs, so its trace of a writer whose batches end at known bios (every fourth here,
+/// bios 1 µs apart so that each batch continues in the plug until its end) must give back
+/// exactly those ends; and a recording with unplug events keeps using them.
+#[test]
+fn plug_ends_are_read_off_a_trace_without_unplug_events() {
+    let mut st = scenarios::stream(900, "fio", 1);
+    st.kind = StreamKind::OpenLoop;
+    let mut w = scenarios::empty(vec![st]);
+    w.device = scenarios::device("loop0", "mq-deadline", true);
+    for k in 0..400u32 {
+        let trigger = match k {
+            0 => Trigger::At(0),
+            // A new batch 200 µs after the last one ended; within a batch, 1 µs apart.
+            k if k % 4 == 0 => Trigger::AfterQueue {
+                io: k - 1,
+                delay: 200_000,
+            },
+            k => Trigger::AfterQueue {
+                io: k - 1,
+                delay: 1_000,
+            },
+        };
+        // Two bios' room apart: nothing merges, so every bio has its own request and I.
+        let i = scenarios::push(&mut w, 0, u64::from(k) * 64, 8, Op::Write, false, trigger);
+        w.ios[i as usize].plug_end = k % 4 == 3;
+    }
+    let events = trace(&w, SchedKind::MqDeadline, SimConfig::default());
+    assert!(!events.iter().any(|e| e.kind == EventKind::Unplug));
+    let mut src = MemorySource::new(vec![w.device.clone()], events.clone());
+    let extracted = workload::extract(&mut src, None).unwrap();
+    let ends = |w: &Workload| w.ios.iter().map(|io| io.plug_end).collect::<Vec<_>>();
+    assert_eq!(ends(&extracted), ends(&w));
+
+    // With unplug events (one right after every second bio's Q), those decide.
+    let mut with_unplugs = events;
+    let unplugs: Vec<_> = with_unplugs
+        .iter()
+        .filter(|e| e.kind == EventKind::Queue)
+        .step_by(2)
+        .map(|q| iosched_core::event::Event {
+            kind: EventKind::Unplug,
+            ts_ns: q.ts_ns + 10,
+            aux: 1,
+            error: 1,
+            ..*q
+        })
+        .collect();
+    with_unplugs.extend(unplugs);
+    with_unplugs.sort_by_key(|e| e.ts_ns);
+    let mut src = MemorySource::new(vec![w.device.clone()], with_unplugs);
+    let extracted = workload::extract(&mut src, None).unwrap();
+    let every_second: Vec<bool> = (0..400).map(|k| k % 2 == 0).collect();
+    assert_eq!(ends(&extracted), every_second);
 }

@@ -302,7 +302,9 @@ fn mark_plug_ends(w: &mut Workload, unplugs: &FxHashMap<u32, Vec<u64>>) {
 /// when the next one came shares that one's batch. `left_plug[i]`: the I (else D) of
 /// `w.ios[i]`'s request.
 fn infer_plug_ends(w: &mut Workload, left_plug: &[Option<u64>]) {
-    each_next_bio(w, |_, i, until| left_plug[i].is_some_and(|t| t <= until));
+    // Strictly before: a plug flushed by the next bio's own arrival (its batch's end)
+    // releases this one's request after that Q, or at its instant in the simulator's trace.
+    each_next_bio(w, |_, i, until| left_plug[i].is_some_and(|t| t < until));
 }
 
 /// Sets each bio's `plug_end` to `ended(bio, index, until)`, `until` being its process's next
