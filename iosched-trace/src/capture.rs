@@ -508,6 +508,8 @@ impl Capture {
             completions: Vec::new(),
             plug_counts: self.plug_counts()?,
             plugs_uncounted: get(stat::PLUG_DEVICES_FULL)?.iter().sum(),
+            // The recorder's device watch fills it.
+            device_changes: Vec::new(),
         })
     }
 

@@ -26,7 +26,8 @@
 //! - [`system`]: the host's own facts (mounts, cgroups, capabilities, disk counters).
 //! - [`btf`], [`probe`]: reading the running kernel's types; offsets and argument layouts the
 //!   programs need; decoding request flags.
-//! - [`preflight`], [`devices`]: can we trace here, and which disks.
+//! - [`preflight`], [`devices`]: can we trace here, and which disks; [`device_watch`]: what
+//!   happens to them while recording (scheduler switched, removed, detached).
 //! - [`completions`]: the disks' own completion counters against the traced completions,
 //!   the check on what the programs missed.
 //! - [`capture`]: loading and attaching the eBPF programs, draining their ring buffer;
@@ -45,6 +46,7 @@ pub mod capture;
 pub mod cli;
 pub mod commands;
 pub mod completions;
+pub mod device_watch;
 pub mod devices;
 pub mod live;
 pub mod preflight;

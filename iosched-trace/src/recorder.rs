@@ -234,6 +234,16 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         config.output.display()
     );
 
+    // Every request-based disk when tracing all of them (as the completion check does).
+    let watched = if config.disks.is_empty() {
+        crate::devices::Sysfs::default()
+            .request_based_disks()
+            .unwrap_or_default()
+    } else {
+        config.disks.clone()
+    };
+    let mut watch = crate::device_watch::DeviceWatch::new(&watched);
+    let start_ns = ClockBase::now().monotonic_ns;
     writer.cpu(&crate::system::cpu_sample())?;
     let started = Instant::now();
     let deadline = config.duration.map(|d| started + d);
@@ -265,14 +275,23 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
             break reason;
         }
         let now = Instant::now();
+        if now >= next_flush || now >= next_cpu_sample {
+            for change in watch.poll(ClockBase::now().monotonic_ns) {
+                eprintln!(
+                    "note: {}; recording goes on (the events up to then are kept)",
+                    change.describe(start_ns)
+                );
+            }
+        }
         if now >= next_flush {
             // Everything produced half a second ago has been drained (CPUs send staged
             // events within tens of milliseconds), so the snapshot before that is settled.
-            let stats = session.checkpoint(
+            let mut stats = session.checkpoint(
                 ClockBase::now()
                     .monotonic_ns
                     .saturating_sub(SETTLED_AFTER_NS),
             )?;
+            stats.device_changes = watch.changes().to_vec();
             writer.checkpoint(&stats, &crate::system::cpu_sample())?;
             next_flush = now + FLUSH_EVERY;
             next_cpu_sample = now + CPU_SAMPLE_EVERY;
@@ -296,7 +315,9 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         }
     };
 
-    let stats = session.stop(&mut batch)?;
+    let mut stats = session.stop(&mut batch)?;
+    watch.poll(ClockBase::now().monotonic_ns);
+    stats.device_changes = watch.changes().to_vec();
     if config.discard_events {
         discard(&mut batch, &mut discarded);
         eprintln!("--discard-events: {discarded} events drained and dropped, none stored");

@@ -114,7 +114,12 @@ fn not_root_is_told_what_is_missing() {
     let out = dir.path().join("x.istrace");
     let mut cmd = Command::new("setpriv");
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    let root = unsafe { libc::geteuid() } == 0;
+    // A device that exists, so the answer is about privilege and not the name: a fresh
+    // machine has no loop0 until someone attaches one.
+    let disk = root.then(|| ScratchLoop::new("noroot", 16, "none").unwrap());
+    let device = disk.as_ref().map_or("loop0", |d| d.name());
+    if root {
         cmd.args([
             "--reuid=65534",
             "--regid=65534",
@@ -124,7 +129,7 @@ fn not_root_is_told_what_is_missing() {
         ]);
     }
     cmd.arg(binary())
-        .args(["record", "-d", "loop0", "-o"])
+        .args(["record", "-d", device, "-o"])
         .arg(&out);
     assert_one_line_error(run_cli(&mut cmd), "must run as root");
 }

@@ -4,6 +4,8 @@
 //! scheduler `none`: the fastest block device we can make here, so the tracer's per-event cost
 //! shows. Baseline and recording runs alternate; the verdict uses the median ratio.
 
+mod peers;
+
 use std::{
     ffi::CString,
     fs,
@@ -111,7 +113,7 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
             args.repeat
         );
         let (ratio, lost) =
-            crate::bench_peers::run(&bin, &loopdev, dir.path(), args.runtime, args.repeat)?;
+            peers::run(&bin, &loopdev, dir.path(), args.runtime, args.repeat)?;
         let pass = ratio >= MIN_RATIO && lost == Some(0);
         println!(
             "target (record ratio >= {MIN_RATIO}, lost == 0): {}",
@@ -267,7 +269,7 @@ fn run_pair(
 
 /// The fio job's IOPS while `record OPTIONS` writes `trace`; the recorder must then end
 /// cleanly on SIGINT (`what` names it in errors).
-pub(crate) fn fio_while_recording(
+fn fio_while_recording(
     bin: &Path,
     loopdev: &LoopDevice,
     trace: &Path,
@@ -286,7 +288,7 @@ pub(crate) fn fio_while_recording(
 }
 
 /// Runs the fio job on `dev` and returns its read IOPS.
-pub(crate) fn fio(dev: &Path, runtime: u32) -> anyhow::Result<f64> {
+fn fio(dev: &Path, runtime: u32) -> anyhow::Result<f64> {
     let mut command = Command::new("fio");
     command
         .args([
@@ -433,7 +435,7 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The fio job's IOPS while `live --batch EXTRA` watches, and the events it lost.
-pub(crate) fn fio_while_live(
+fn fio_while_live(
     bin: &Path,
     loopdev: &LoopDevice,
     extra: &[&str],
@@ -509,7 +511,7 @@ impl Drop for LiveChild {
     }
 }
 
-pub(crate) fn median(mut values: Vec<f64>) -> f64 {
+fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
     match n {

@@ -7,7 +7,6 @@
 mod bench;
 mod bench_analyze;
 mod bench_html;
-mod bench_peers;
 mod bench_replay;
 mod cmd;
 mod demo;

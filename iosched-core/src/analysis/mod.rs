@@ -11,6 +11,7 @@
 //! Owns: aggregation. Must not: read files, print.
 
 pub mod bins;
+pub mod by_scheduler;
 pub mod idling;
 pub mod latency;
 pub mod loghist;

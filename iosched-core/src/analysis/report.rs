@@ -30,6 +30,10 @@ pub struct Report {
     pub processes: Vec<ProcessReport>,
     pub cgroups: Vec<CgroupReport>,
     pub idling: IdlingReport,
+    /// Devices whose scheduler was switched while recording, span by span
+    /// ([`super::by_scheduler`]; empty otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub by_scheduler: Vec<super::by_scheduler::SchedulerSpan>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -60,6 +64,9 @@ pub struct TraceSummary {
     /// False when the recording left plug and unplug out (`record --no-plugs`): the plug
     /// figures are then zero for want of events, not of plugging.
     pub plugs_recorded: bool,
+    /// What happened to the traced devices while recording (scheduler switched, removed,
+    /// detached), from the recorder's device watch (format 1.6).
+    pub device_changes: Vec<crate::record::DeviceChange>,
     /// Where the plug figures come from: `"events"` (P/U events, so a `--from/--until`
     /// window applies), `"kernel counters"` (format 1.6 `record`'s default: counted per
     /// device in the kernel over the whole recording, whatever the window), or `"none"`.
@@ -635,6 +642,10 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
                 .map(|s| s.completions.clone())
                 .unwrap_or_default(),
             plugs_recorded,
+            device_changes: source
+                .stats()
+                .map(|s| s.device_changes.clone())
+                .unwrap_or_default(),
             plugs_from: match (plugs_recorded, plugs_counted) {
                 (false, _) => "none",
                 (true, true) => "kernel counters",
@@ -658,5 +669,6 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
             top_intervals,
             pairs,
         },
+        by_scheduler: Vec::new(),
     }
 }

@@ -254,6 +254,56 @@ pub struct Stats {
     /// (format 1.6).
     #[serde(skip_serializing_if = "is_zero")]
     pub plugs_uncounted: u64,
+    /// What happened to the traced devices while recording, in time order: a scheduler
+    /// switched, a device removed or its loop backing detached (format 1.6; every STATS
+    /// chunk holds all of them so far).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_changes: Vec<DeviceChange>,
+}
+
+/// A change to a traced device, seen by the recorder's poll of sysfs (every 100 ms): `ts_ns`
+/// is the poll that saw it, so it happened at most one poll interval before.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceChange {
+    pub ts_ns: u64,
+    pub device: String,
+    pub dev: Dev,
+    #[serde(flatten)]
+    pub what: DeviceChangeKind,
+}
+
+/// What changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "change", rename_all = "snake_case")]
+pub enum DeviceChangeKind {
+    /// `queue/scheduler` now selects `to`.
+    Scheduler { from: String, to: String },
+    /// The device is gone from /sys/block (or its name now holds another device).
+    Removed,
+    /// A loop device lost its backing file (`losetup -d`): it stays, but serves no I/O.
+    Detached,
+    /// A loop device has a backing file again.
+    Reattached,
+}
+
+impl DeviceChange {
+    /// One line for people, times relative to `base_ns`: `loop0: scheduler mq-deadline ->
+    /// bfq at 2.300 s`.
+    pub fn describe(&self, base_ns: u64) -> String {
+        let at = self.ts_ns.saturating_sub(base_ns) as f64 / 1e9;
+        match &self.what {
+            DeviceChangeKind::Scheduler { from, to } => {
+                format!("{}: scheduler {from} -> {to} at {at:.3} s", self.device)
+            }
+            DeviceChangeKind::Removed => format!("{}: removed at {at:.3} s", self.device),
+            DeviceChangeKind::Detached => {
+                format!("{}: backing file detached at {at:.3} s", self.device)
+            }
+            DeviceChangeKind::Reattached => {
+                format!("{}: backing file attached again at {at:.3} s", self.device)
+            }
+        }
+    }
 }
 
 /// One device's plug counters (kernel side: `iosched_trace_common::PlugCounts`, summed over

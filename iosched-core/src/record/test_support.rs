@@ -165,6 +165,15 @@ pub fn sample_stats(sent: u64) -> Stats {
             unplugged_requests: 11,
         }],
         plugs_uncounted: 1,
+        device_changes: vec![super::DeviceChange {
+            ts_ns: 5_250_000_000,
+            device: "sda".into(),
+            dev: Dev { major: 8, minor: 0 },
+            what: super::DeviceChangeKind::Scheduler {
+                from: "bfq".into(),
+                to: "mq-deadline".into(),
+            },
+        }],
     }
 }
 

@@ -40,7 +40,8 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         write_page(path, &page)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let report = analysis::analyze(source.as_mut(), &opts)?;
+    let mut report = analysis::analyze(source.as_mut(), &opts)?;
+    split_by_scheduler(&mut report, &opts, &args.file);
     for w in &report.trace.warnings {
         eprintln!("warning: {w}");
     }
@@ -53,6 +54,35 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     };
     super::write_stdout(&text)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where a device's scheduler was switched while recording, its figures span by span
+/// ([`analysis::by_scheduler`]), read again from the file: not for a stream (read once) or a
+/// window the user chose (the spans are the recording's), which get a warning instead.
+fn split_by_scheduler(report: &mut Report, opts: &Options, file: &Path) {
+    if analysis::by_scheduler::spans(report).is_empty() {
+        return;
+    }
+    let why_not = if trace_file::is_stream(file) {
+        Some("the trace came from a stream, read once: run report on a file of it")
+    } else if opts.from_ns.is_some() || opts.to_ns.is_some() {
+        Some("a --from/--until window is set")
+    } else {
+        None
+    };
+    if let Some(why) = why_not {
+        report.trace.warnings.push(format!(
+            "a device's scheduler was switched while recording, and its figures mix both \
+             (not split by scheduler: {why})"
+        ));
+        return;
+    }
+    if let Err(e) = analysis::by_scheduler::split(report, opts, &mut || trace_file::open(file)) {
+        report
+            .trace
+            .warnings
+            .push(format!("splitting the figures by scheduler failed: {e}"));
+    }
 }
 
 /// The report (exactly [`analysis::analyze`]'s) and its HTML page, from one pass: the

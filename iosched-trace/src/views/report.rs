@@ -232,6 +232,38 @@ fn process_table(out: &mut String, processes: &[ProcessReport]) {
 /// How many processes get their own latency table.
 const DETAILED_PROCESSES: usize = 8;
 
+/// A device's figures span by span where its scheduler was switched while recording.
+fn scheduler_spans(out: &mut String, r: &Report, device: &str) {
+    let spans: Vec<_> = r
+        .by_scheduler
+        .iter()
+        .filter(|s| s.device == device)
+        .collect();
+    if spans.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "  by scheduler (switched while recording):");
+    let rel = |ns: u64| ns.saturating_sub(r.trace.from_ns) as f64 / 1e9;
+    for s in spans {
+        let d = &s.report;
+        let q2c = d.latency.get("q2c");
+        let d2c = d.latency.get("d2c");
+        let _ = writeln!(
+            out,
+            "    {:<12} {:>8.3}-{} s  {} requests, {:.0} IOPS  Q2C mean {} p99 {}  D2C mean {}",
+            s.scheduler,
+            rel(s.from_ns),
+            s.to_ns
+                .map_or_else(|| "end".to_string(), |t| format!("{:.3}", rel(t))),
+            d.requests_dispatched,
+            d.read.iops + d.write.iops + d.other.iops,
+            q2c.map_or("-".into(), |l| human_ns(l.mean_ns)),
+            q2c.map_or("-".into(), |l| human_ns(l.p99_ns as f64)),
+            d2c.map_or("-".into(), |l| human_ns(l.mean_ns)),
+        );
+    }
+}
+
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
     let t = &r.trace;
@@ -280,12 +312,18 @@ pub fn render(r: &Report) -> String {
     for f in &t.filters {
         let _ = writeln!(out, "filter: {f} (device totals cover the whole device)");
     }
+    for c in &t.device_changes {
+        // Times from the start of the trace, as the spans below.
+        let base = t.from_ns;
+        let _ = writeln!(out, "device change: {}", c.describe(base));
+    }
     let _ = writeln!(out, "\n== Devices ==");
     if r.devices.is_empty() {
         let _ = writeln!(out, "(no block I/O in this window)");
     }
     for d in &r.devices {
         device_section(&mut out, d, t.plugs_from);
+        scheduler_spans(&mut out, r, &d.name);
         out.push('\n');
     }
 

@@ -90,6 +90,9 @@ pub struct DumpSummary {
     /// rather than recorded as events: format 1.6 `record`'s default).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub plug_counts: Vec<DevicePlugs>,
+    /// What happened to the traced devices while recording (format 1.6).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub device_changes: Vec<iosched_core::record::DeviceChange>,
     /// Plugs the kernel could not count (its device table full).
     #[serde(skip_serializing_if = "is_zero")]
     pub plugs_uncounted: u64,
@@ -261,6 +264,7 @@ fn dump<W: Write>(
             })
             .collect();
         summary.plugs_uncounted = stats.plugs_uncounted;
+        summary.device_changes = stats.device_changes.clone();
         summary.untraced_completions = stats.untraced_completions();
         summary.warnings.extend(
             stats

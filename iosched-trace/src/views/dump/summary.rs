@@ -79,6 +79,11 @@ pub(super) fn text_summary(s: &mut String, sum: &DumpSummary, format: TraceForma
             sum.plugs_uncounted
         );
     }
+    for c in &sum.device_changes {
+        // The dump's own time 0: its first event.
+        let base = sum.first_ts_ns.unwrap_or(0);
+        let _ = writeln!(s, "# device change: {}", c.describe(base));
+    }
     for c in &sum.completion_checks {
         let (k, t) = (c.kernel(), c.traced);
         let _ = writeln!(

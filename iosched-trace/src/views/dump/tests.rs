@@ -241,6 +241,7 @@ const SUMMARY: &str = r#"
 # kernel read errors: 2
 # sda: plugs counted in the kernel: 7 plugs, 5 explicit + 2 timer unplugs, 11 requests unplugged
 # plugs not counted: 1 (the kernel's table of devices was full)
+# device change: sda: scheduler bfq -> mq-deadline at 0.250 s
 # sda: completed requests by the kernel's count 5 (r 5 w 0 d 0), traced 4: 1 without a completion event
 # recording closed cleanly (ended by signal)
 # warning: sda: 1 completed request counted by the kernel has no completion event (kernel: 5 reads, 0 writes, 0 discards; traced: 4, 0, 0, and up to 1 more may hide behind requests in flight at the counter reads); no block_rq_complete event for it reached the recorder (which lost none it was given)

@@ -21,10 +21,8 @@ use std::{
 use anyhow::{Context as _, bail};
 use iosched_testbed::loop_device::LoopDevice;
 
-use crate::{
-    bench::{fio, fio_while_live, fio_while_recording, median},
-    cmd, scratch, trace_stats,
-};
+use super::{fio, fio_while_live, fio_while_recording, median};
+use crate::{cmd, scratch, trace_stats};
 
 /// One tracer of the table.
 enum Tracer {

@@ -1,0 +1,224 @@
+//! Faults while recording, on the real kernel: what the recorder does when the world changes
+//! under it. A scheduler switched: the recording says when, and `report` splits the device's
+//! figures there. A traced loop device detached and then removed: noted, its events up to then
+//! kept, the other device still recorded. The output filesystem full: a clear error naming the
+//! file, and the file reads back up to its last complete chunk.
+
+use std::{fs, os::fd::AsRawFd as _, process::Command, time::Duration};
+
+use iosched_core::{
+    event::{EventKind, Op},
+    record::{DeviceChangeKind, RecordingReader},
+};
+use iosched_trace_tests::{
+    ScratchLoop, binary, dd, read_recording, real_kernel_available, record, report_json, run,
+    scratch_dir,
+};
+
+/// The device watch polls every 100 ms: a change is in the recording after two polls.
+const AFTER_A_POLL: Duration = Duration::from_millis(400);
+
+fn direct_writes(disk: &ScratchLoop, count: u32, seek: u32) {
+    dd(&[
+        "if=/dev/zero",
+        &format!("of={}", disk.dev().display()),
+        "bs=4096",
+        &format!("count={count}"),
+        &format!("seek={seek}"),
+        "oflag=direct",
+    ])
+    .unwrap();
+}
+
+/// 100 direct writes under mq-deadline, the scheduler switched to bfq, 150 more: one change
+/// recorded (mq-deadline -> bfq, between the two batches), and the report's spans hold exactly
+/// 100 and 150 writes, each under its scheduler.
+#[test]
+fn a_scheduler_switch_is_recorded_and_splits_the_report() {
+    if !real_kernel_available("a_scheduler_switch_is_recorded_and_splits_the_report") {
+        return;
+    }
+    let disk = ScratchLoop::new("switch", 64, "mq-deadline").unwrap();
+    let out = scratch_dir("switch-out").unwrap();
+    let file = out.path().join("rec.istrace");
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
+    direct_writes(&disk, 100, 0);
+    std::thread::sleep(AFTER_A_POLL);
+    disk.set_queue("scheduler", "bfq").unwrap();
+    std::thread::sleep(AFTER_A_POLL);
+    direct_writes(&disk, 150, 1000);
+    recorder.stop().unwrap();
+
+    let mut reader = RecordingReader::open(&file).unwrap();
+    let mut last_write_before = 0;
+    let mut first_write_after = u64::MAX;
+    while let Some(ev) = reader.next_event() {
+        let ev = ev.unwrap();
+        if ev.kind == EventKind::Complete && ev.op == Op::Write {
+            if ev.sector < 1000 * 8 {
+                last_write_before = last_write_before.max(ev.ts_ns);
+            } else {
+                first_write_after = first_write_after.min(ev.ts_ns);
+            }
+        }
+    }
+    let changes = &reader.stats().unwrap().device_changes;
+    let [change] = changes.as_slice() else {
+        panic!("one change expected: {changes:?}");
+    };
+    assert_eq!(change.device, disk.name());
+    assert_eq!(
+        change.what,
+        DeviceChangeKind::Scheduler {
+            from: "mq-deadline".into(),
+            to: "bfq".into()
+        }
+    );
+    assert!(
+        last_write_before < change.ts_ns && change.ts_ns < first_write_after,
+        "the switch is noted between the batches"
+    );
+
+    let report = report_json(&file, &[]).unwrap();
+    let spans = report["by_scheduler"].as_array().expect("spans");
+    let got: Vec<(String, u64)> = spans
+        .iter()
+        .map(|s| {
+            (
+                s["scheduler"].as_str().unwrap().to_string(),
+                s["report"]["write"]["requests"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [("mq-deadline".to_string(), 100), ("bfq".to_string(), 150)]
+    );
+    // The whole device still has both.
+    assert_eq!(report["devices"][0]["write"]["requests"], 250);
+    let text = run(Command::new(binary()).arg("report").arg(&file)).unwrap();
+    assert!(
+        text.contains("device change: ") && text.contains("scheduler mq-deadline -> bfq at"),
+        "{text}"
+    );
+    assert!(
+        text.contains("by scheduler (switched while recording)"),
+        "{text}"
+    );
+}
+
+/// `LOOP_CTL_REMOVE` (linux/loop.h): removes a free loop device, as hot-unplug removes a disk.
+const LOOP_CTL_REMOVE: libc::c_ulong = 0x4C81;
+
+/// Two loop devices traced; 50 writes to each; the first detached (`losetup -d`) and then
+/// removed (`LOOP_CTL_REMOVE`: gone from /sys/block) while recording; 60 more writes to the
+/// second. The recorder notes both changes, keeps the first device's 50 writes, records the
+/// second's 110, and ends cleanly.
+#[test]
+fn a_removed_device_is_noted_and_the_others_still_recorded() {
+    if !real_kernel_available("a_removed_device_is_noted_and_the_others_still_recorded") {
+        return;
+    }
+    let gone = ScratchLoop::new("removed", 64, "none").unwrap();
+    let stays = ScratchLoop::new("stays", 64, "none").unwrap();
+    let gone_name = gone.name().to_string();
+    let minor = gone.dev_numbers().unwrap().1;
+    let out = scratch_dir("removed-out").unwrap();
+    let file = out.path().join("rec.istrace");
+    let mut recorder = record(&[gone.name(), stays.name()], &file, &[]).unwrap();
+    direct_writes(&gone, 50, 0);
+    direct_writes(&stays, 50, 0);
+    run(Command::new("losetup").arg("-d").arg(gone.dev())).unwrap();
+    std::thread::sleep(AFTER_A_POLL);
+    let control = fs::File::open("/dev/loop-control").unwrap();
+    // SAFETY: ioctl on an open fd with an integer argument, as loop(4) documents.
+    let rc = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_REMOVE, minor as libc::c_ulong) };
+    assert_eq!(
+        rc,
+        0,
+        "LOOP_CTL_REMOVE: {}",
+        std::io::Error::last_os_error()
+    );
+    std::thread::sleep(AFTER_A_POLL);
+    direct_writes(&stays, 60, 100);
+    recorder.stop().unwrap();
+    // The scratch guard finds its device gone and leaves it.
+    drop(gone);
+
+    let rec = read_recording(&file).unwrap();
+    assert_eq!(rec.lost, 0);
+    let writes_on = |name: &str| {
+        let (major, minor) = if name == gone_name {
+            (7, minor)
+        } else {
+            stays.dev_numbers().unwrap()
+        };
+        rec.events
+            .iter()
+            .filter(|e| {
+                e.kind == EventKind::Complete
+                    && e.op == Op::Write
+                    && (e.dev.major, e.dev.minor) == (major, minor)
+            })
+            .count()
+    };
+    assert_eq!(writes_on(&gone_name), 50);
+    assert_eq!(writes_on(stays.name()), 110);
+    let reader = RecordingReader::open(&file).unwrap();
+    let mut reader = reader;
+    while reader.next_event().is_some() {}
+    let changes: Vec<_> = reader
+        .stats()
+        .unwrap()
+        .device_changes
+        .iter()
+        .map(|c| (c.device.clone(), c.what.clone()))
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            (gone_name.clone(), DeviceChangeKind::Detached),
+            (gone_name, DeviceChangeKind::Removed)
+        ]
+    );
+}
+
+/// Recording into a 1 MiB tmpfs while 4000 direct writes (some 20k events, 2 MB) go on: the
+/// recorder stops with an error naming the file and the full filesystem, exits non-zero, and
+/// the file reads back every complete chunk it holds (events, no footer).
+#[test]
+fn a_full_output_filesystem_stops_the_recorder_with_a_clear_error() {
+    if !real_kernel_available("a_full_output_filesystem_stops_the_recorder_with_a_clear_error") {
+        return;
+    }
+    let disk = ScratchLoop::new("fullfs", 64, "none").unwrap();
+    let out = scratch_dir("fullfs-out").unwrap();
+    let point = out.path().join("small");
+    fs::create_dir(&point).unwrap();
+    run(Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&point))
+    .unwrap();
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(point.clone());
+    let file = point.join("rec.istrace");
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
+    direct_writes(&disk, 4000, 0);
+    // The recorder may already have stopped on its own: stop() then reports its failure.
+    let err = recorder
+        .stop()
+        .expect_err("the recorder must fail when the disk is full");
+    let said = err.to_string();
+    assert!(
+        said.contains(&file.display().to_string()) && said.contains("No space left on device"),
+        "{said}"
+    );
+    let rec = read_recording(&file).unwrap();
+    assert!(rec.events.len() > 1000, "{} events kept", rec.events.len());
+    assert!(rec.footer_total.is_none(), "a full disk leaves no footer");
+}
