@@ -351,7 +351,9 @@ pub fn write_profile(path: &Path, profile: &HostProfile) -> anyhow::Result<()> {
     let tmp = PathBuf::from(tmp);
     let mut text = serde_json::to_string_pretty(profile)?;
     text.push('\n');
-    fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    iosched_core::output_file::create(&tmp)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
     fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
