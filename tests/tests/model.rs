@@ -31,6 +31,15 @@ fn tracefs_state(disk: &str) -> Vec<(PathBuf, String)> {
     .into_iter()
     .map(|p| {
         let v = fs::read_to_string(&p).unwrap_or_default();
+        // Before tracing is first used after boot (Debian's 6.1), `buffer_size_kb` reads
+        // `7 (expanded: 1408)`; once anything traced it reads `1408`, which is the state
+        // restored (the boot-time buffer cannot be asked for again). Compared as the value
+        // to write back; the raw text is what the recorder failed to restore.
+        let v = if p.ends_with("buffer_size_kb") {
+            iosched_trace::schedlog::current_value(&v)
+        } else {
+            v
+        };
         (p, v)
     })
     .collect()
