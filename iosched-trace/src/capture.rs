@@ -811,10 +811,12 @@ fn attach_raw(ebpf: &mut Ebpf, name: &'static str, verbose: bool) -> Result<(), 
             log: String::new(),
         })?;
     program.load().map_err(|e| load_error(name, e, verbose))?;
-    program.attach(name).map_err(|source| CaptureError::Attach {
-        program: name,
-        source,
-    })?;
+    program
+        .attach(name)
+        .map_err(|source| CaptureError::Attach {
+            program: name,
+            source,
+        })?;
     Ok(())
 }
 
@@ -995,7 +997,10 @@ mod tests {
             why.contains("kyber is a module in this kernel (kyber_iosched) and not loaded yet"),
             "{why}"
         );
-        assert!(why.contains("echo kyber > /sys/block/DEV/queue/scheduler"), "{why}");
+        assert!(
+            why.contains("echo kyber > /sys/block/DEV/queue/scheduler"),
+            "{why}"
+        );
         let why = module_not_loaded("kyber_adjust", "kyber_iosched", "kernel/block/bfq.ko:\n");
         assert!(why.starts_with("tracepoint not in this kernel"), "{why}");
     }

@@ -281,7 +281,10 @@ mod tests {
             ("1408\n", "1408"),
             ("16384", "16384"),
             // A choice list (trace_clock, current_tracer's neighbours).
-            ("[local] global counter uptime perf mono mono_raw boot\n", "local"),
+            (
+                "[local] global counter uptime perf mono mono_raw boot\n",
+                "local",
+            ),
             ("local global [mono] boot\n", "mono"),
             ("nop\n", "nop"),
             // Damaged: kept as is (the write back then fails and says so).

@@ -49,7 +49,10 @@ fn known_writes_under(scheduler: &str) {
             .iter()
             .filter(|n| n.contains("kyber_"))
             .collect();
-        assert!(left_out.is_empty(), "kyber programs not attached: {left_out:?}");
+        assert!(
+            left_out.is_empty(),
+            "kyber programs not attached: {left_out:?}"
+        );
     }
     // This kernel (5.12 and later) counts the events it did not run a program for; the
     // recorder read that count from its programs (none here: it is part of `lost`).

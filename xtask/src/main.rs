@@ -42,7 +42,7 @@ enum Command {
     /// Setup, then build the release binary target/release/iosched-trace.
     Build,
     /// Setup, then fmt, layout, clippy, unit tests and (as root, or when CI is set) the
-    /// real-kernel tests.
+    /// real-kernel tests and the kernel matrix in qemu.
     Test,
     /// The layout rules: no import cycle among a crate's modules, crates depending only on
     /// lower layers (exits non-zero, naming each cycle or dependency, when one is broken).

@@ -142,10 +142,7 @@ impl Btf {
                 // Unloaded between the listing and the read.
                 continue;
             };
-            if !bytes
-                .windows(needle.len())
-                .any(|w| w == needle.as_bytes())
-            {
+            if !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
                 continue;
             }
             let btf = Btf::parse_split(&bytes, self)?;

@@ -24,10 +24,19 @@ pub const BUSYBOX: &str = "/bin/busybox";
 enum Entry {
     Dir,
     /// Contents from this host file.
-    File { source: PathBuf, mode: u32 },
-    Data { data: Vec<u8>, mode: u32 },
+    File {
+        source: PathBuf,
+        mode: u32,
+    },
+    Data {
+        data: Vec<u8>,
+        mode: u32,
+    },
     Symlink(String),
-    CharDev { major: u32, minor: u32 },
+    CharDev {
+        major: u32,
+        minor: u32,
+    },
 }
 
 /// A file tree to be written as a cpio, by absolute guest path.
@@ -108,9 +117,20 @@ impl Root {
         );
         for lib in shared_libraries(host)? {
             if !self.entries.contains_key(&lib) {
-                let source = fs::canonicalize(&lib)
-                    .with_context(|| format!("resolving {} (a library of {})", lib.display(), host.display()))?;
-                self.insert(&lib, Entry::File { source, mode: 0o755 });
+                let source = fs::canonicalize(&lib).with_context(|| {
+                    format!(
+                        "resolving {} (a library of {})",
+                        lib.display(),
+                        host.display()
+                    )
+                })?;
+                self.insert(
+                    &lib,
+                    Entry::File {
+                        source,
+                        mode: 0o755,
+                    },
+                );
             }
         }
         Ok(())
@@ -146,7 +166,8 @@ impl Root {
 
     /// Writes the cpio; returns its size in bytes.
     pub fn write(&self, path: &Path) -> anyhow::Result<u64> {
-        let file = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let file =
+            fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         let mut out = Cpio::new(BufWriter::new(file));
         // BTreeMap order: every directory before what it holds.
         for (path, entry) in &self.entries {
@@ -195,7 +216,13 @@ impl<W: Write> Cpio<W> {
         Ok(())
     }
 
-    fn entry(&mut self, name: &str, mode: u32, data: &[u8], rdev: (u32, u32)) -> std::io::Result<()> {
+    fn entry(
+        &mut self,
+        name: &str,
+        mode: u32,
+        data: &[u8],
+        rdev: (u32, u32),
+    ) -> std::io::Result<()> {
         let name_len = name.len() + 1;
         let header = format!(
             "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
@@ -241,10 +268,16 @@ fn shared_libraries(exe: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         // "not a dynamic executable": nothing to add.
-        if text.contains("not a dynamic") || String::from_utf8_lossy(&out.stderr).contains("not a dynamic") {
+        if text.contains("not a dynamic")
+            || String::from_utf8_lossy(&out.stderr).contains("not a dynamic")
+        {
             return Ok(Vec::new());
         }
-        bail!("ldd {} failed: {}", exe.display(), String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "ldd {} failed: {}",
+            exe.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     parse_ldd(&text).with_context(|| format!("ldd {}", exe.display()))
 }
@@ -305,10 +338,7 @@ fn order_modules(dep: &str, names: &[&str]) -> Vec<(String, String)> {
     };
     for name in names {
         let key = name.replace('_', "-");
-        let Some((file, deps)) = table
-            .get(name)
-            .or_else(|| table.get(key.as_str()))
-        else {
+        let Some((file, deps)) = table.get(name).or_else(|| table.get(key.as_str())) else {
             continue;
         };
         for d in deps.iter().rev() {
@@ -324,7 +354,10 @@ fn cmd_bytes(cmd: &mut Command) -> anyhow::Result<Vec<u8>> {
     let shown = cmd::display(cmd);
     let out = cmd.output().with_context(|| format!("running {shown}"))?;
     if !out.status.success() {
-        bail!("`{shown}` failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+        bail!(
+            "`{shown}` failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
     }
     Ok(out.stdout)
 }
@@ -367,7 +400,8 @@ mod tests {
     fn cpio_entries_are_newc_and_aligned() {
         let mut buf = Vec::new();
         let mut cpio = Cpio::new(&mut buf);
-        cpio.entry("init", 0o100_755, b"#!/bin/sh\n", (0, 0)).unwrap();
+        cpio.entry("init", 0o100_755, b"#!/bin/sh\n", (0, 0))
+            .unwrap();
         cpio.entry("dev/console", 0o020_600, &[], (5, 1)).unwrap();
         let total = cpio.finish().unwrap();
         assert_eq!(total as usize, buf.len());

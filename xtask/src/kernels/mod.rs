@@ -133,7 +133,10 @@ pub fn run(args: &KernelsArgs) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     for kernel in &kernels {
         let started = Instant::now();
-        println!("kernels: {} ({} {})", kernel.name, kernel.package, kernel.version);
+        println!(
+            "kernels: {} ({} {})",
+            kernel.name, kernel.package, kernel.version
+        );
         let run = match run_one(kernel, &cache, &work, &bin, &tests, args.timeout) {
             Ok(mut run) => {
                 run.wall = started.elapsed();
@@ -198,7 +201,11 @@ fn run_one(
 ) -> anyhow::Result<KernelRun> {
     let t = Instant::now();
     let fetched = fetch::fetch(kernel, cache)?;
-    println!("kernels: {}: kernel ready in {:.1} s", kernel.name, t.elapsed().as_secs_f64());
+    println!(
+        "kernels: {}: kernel ready in {:.1} s",
+        kernel.name,
+        t.elapsed().as_secs_f64()
+    );
 
     let config = fs::read_to_string(&fetched.config)
         .with_context(|| format!("reading {}", fetched.config.display()))?;
@@ -314,10 +321,9 @@ fn test_executables() -> anyhow::Result<Vec<(String, PathBuf)>> {
         if msg["reason"] != "compiler-artifact" || msg["profile"]["test"] != true {
             continue;
         }
-        if let (Some(name), Some(exe)) = (
-            msg["target"]["name"].as_str(),
-            msg["executable"].as_str(),
-        ) {
+        if let (Some(name), Some(exe)) =
+            (msg["target"]["name"].as_str(), msg["executable"].as_str())
+        {
             found.push((name.to_string(), PathBuf::from(exe)));
         }
     }

@@ -18,8 +18,8 @@ pub const GUEST_TESTS: &str = "/tests";
 /// busybox applets /init and the tests call (`sh`, `mount`, `insmod`, ...).
 pub const APPLETS: &[&str] = &[
     "sh", "mount", "umount", "mkdir", "insmod", "cat", "echo", "poweroff", "sleep", "cut", "ls",
-    "sync", "uname", "rm", "grep", "kill", "head", "tail", "dmesg", "true", "false", "test",
-    "env", "ps", "chmod", "ln", "cp", "sed", "tr", "wc", "date", "id", "mknod", "free", "df",
+    "sync", "uname", "rm", "grep", "kill", "head", "tail", "dmesg", "true", "false", "test", "env",
+    "ps", "chmod", "ln", "cp", "sed", "tr", "wc", "date", "id", "mknod", "free", "df",
 ];
 
 /// The host's own tools the tests run, copied with their libraries (the same as on the
@@ -52,7 +52,10 @@ impl Features {
         };
         let mut schedulers = vec!["none"];
         let mut modules = Vec::new();
-        for (key, module) in [("CONFIG_BLK_DEV_LOOP", "loop"), ("CONFIG_BLK_DEV_RAM", "brd")] {
+        for (key, module) in [
+            ("CONFIG_BLK_DEV_LOOP", "loop"),
+            ("CONFIG_BLK_DEV_RAM", "brd"),
+        ] {
             if value(key) == Some("m") {
                 modules.push(module);
             }
@@ -166,6 +169,9 @@ pub fn init_script(modules: &[(std::path::PathBuf, String)], tests: &[GuestTest]
         "say BOOTED $(uname -r) at $(up) s\n\
          say NOTE buffer_size_kb before any tracing: $(cat /sys/kernel/tracing/buffer_size_kb)\n\
          say NOTE modules: $(cut -d' ' -f1 /proc/modules | tr '\\n' ' ')\n\
+         say NOTE block tracepoints: $(ls /sys/kernel/tracing/events/block | tr '\\n' ' ')\n\
+         say NOTE module BTF: $(ls /sys/kernel/btf | grep -v vmlinux | tr '\\n' ' ')\n\
+         say NOTE trace_clock: $(cat /sys/kernel/tracing/trace_clock)\n\
          export IOSCHED_TRACE_BIN={GUEST_BIN} IOSCHED_TRACE_REQUIRE_ROOT_TESTS=1 CI=1 RUST_BACKTRACE=1\n\
          cd /tmp\n\
          run() {{\n\
@@ -257,8 +263,12 @@ mod tests {
         assert_eq!(f.modules, ["loop", "brd", "bfq", "kyber-iosched"]);
         let six_twelve = DEBIAN_6_1.replace("DEADLINE=y", "DEADLINE=m");
         let f = Features::from_config(&six_twelve);
-        assert_eq!(f.modules, ["loop", "brd", "mq-deadline", "bfq", "kyber-iosched"]);
-        let bare = Features::from_config("CONFIG_BLK_DEV_LOOP=y\n# CONFIG_IOSCHED_BFQ is not set\n");
+        assert_eq!(
+            f.modules,
+            ["loop", "brd", "mq-deadline", "bfq", "kyber-iosched"]
+        );
+        let bare =
+            Features::from_config("CONFIG_BLK_DEV_LOOP=y\n# CONFIG_IOSCHED_BFQ is not set\n");
         assert_eq!((bare.schedulers, bare.modules), (vec!["none"], vec![]));
     }
 
@@ -295,7 +305,10 @@ mod tests {
         assert_eq!(p.results.len(), 2);
         assert!(p.results[0].passed && !p.results[1].passed);
         assert!((p.results[0].seconds - 3.25).abs() < 1e-9);
-        assert_eq!(p.notes, ["NOTE buffer_size_kb before any tracing: 7 (expanded: 1408)"]);
+        assert_eq!(
+            p.notes,
+            ["NOTE buffer_size_kb before any tracing: 7 (expanded: 1408)"]
+        );
         assert!(!p.done);
         assert!(parse("@@kernels DONE\n").done);
     }

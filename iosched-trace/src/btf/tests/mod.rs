@@ -414,12 +414,12 @@ fn module_of_tracepoint_is_the_module_declaring_it() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("vmlinux"), base_enc.finish()).unwrap();
+    std::fs::write(dir.join("bfq"), module(None, "btf_trace_kyber_throttled")).unwrap();
     std::fs::write(
-        dir.join("bfq"),
-        module(None, "btf_trace_kyber_throttled"),
+        dir.join("kyber_iosched"),
+        module(Some("kyber_throttled"), "x"),
     )
     .unwrap();
-    std::fs::write(dir.join("kyber_iosched"), module(Some("kyber_throttled"), "x")).unwrap();
     std::fs::write(dir.join("loop"), module(Some("loop_thing"), "y")).unwrap();
     let (name, btf) = base
         .with_module_of_tracepoint_in(&dir, "kyber_throttled")
