@@ -152,6 +152,17 @@ impl Root {
         Ok(guest)
     }
 
+    /// A host file at `guest`, not executable.
+    pub fn file(&mut self, host: &Path, guest: &Path) {
+        self.insert(
+            guest,
+            Entry::File {
+                source: host.to_path_buf(),
+                mode: 0o644,
+            },
+        );
+    }
+
     /// A shell script at `guest`.
     pub fn script(&mut self, guest: &Path, text: &str) -> anyhow::Result<()> {
         self.insert(

@@ -242,6 +242,13 @@ fn run_one(
         let params = plan::module_params(&module.name);
         loads.push((guest, params));
     }
+    // What the recorder reads to tell a scheduler module from an absent scheduler.
+    root.file(
+        &fetched.modules.join("modules.dep"),
+        &Path::new("/lib/modules")
+            .join(kernel.release)
+            .join("modules.dep"),
+    );
     root.script(Path::new("/init"), &plan::init_script(&loads, &guest_tests))?;
     let initrd = dir.join("initramfs.cpio");
     let size = root.write(&initrd)?;

@@ -97,21 +97,37 @@ pub struct GuestTest {
     /// The test file, `tests/tests/<target>.rs`.
     pub target: &'static str,
     pub name: String,
+    /// Runs before the late modules load (see [`LATE_MODULES`]).
+    pub early: bool,
 }
+
+/// Scheduler modules whose tracepoints the recorder hangs on, with what `record -v` must say
+/// while they are not loaded: the guest checks that message before it loads them.
+const LATE_MODULES: &[(&str, &str)] = &[(
+    "kyber-iosched",
+    "kyber is a module in this kernel (kyber_iosched) and not loaded yet",
+)];
+
+/// The label of the check that `record -v` names a scheduler module not loaded yet.
+const NOT_LOADED_CHECK: &str = "record::names_a_scheduler_module_not_loaded";
 
 pub fn tests(features: &Features) -> Vec<GuestTest> {
     let test = |target: &'static str, name: String| GuestTest {
         label: format!("{target}::{name}"),
         target,
         name,
+        early: false,
     };
     let mut tests = Vec::new();
     if features.schedulers.contains(&"bfq") {
         // First: see the module docs.
-        tests.push(test(
-            "model",
-            "sched_log_keeps_bfqs_decisions_and_restores_tracefs".into(),
-        ));
+        tests.push(GuestTest {
+            early: true,
+            ..test(
+                "model",
+                "sched_log_keeps_bfqs_decisions_and_restores_tracefs".into(),
+            )
+        });
     }
     for s in &features.schedulers {
         tests.push(test(
@@ -152,12 +168,24 @@ pub fn init_script(modules: &[(std::path::PathBuf, String)], tests: &[GuestTest]
          up() {{ cut -d' ' -f1 /proc/uptime; }}\n\
          fatal() {{ say FATAL \"$*\"; sync; poweroff -f; sleep 5; echo o > /proc/sysrq-trigger; }}\n"
     ));
-    for (path, params) in modules {
-        s.push_str(&format!(
+    let insmod = |(path, params): &(std::path::PathBuf, String)| {
+        format!(
             "insmod {} {params} || fatal insmod {}\n",
             path.display(),
             path.display()
-        ));
+        )
+    };
+    let late_message = |path: &std::path::Path| {
+        let stem = path.file_stem()?.to_str()?;
+        LATE_MODULES
+            .iter()
+            .find(|(module, _)| *module == stem)
+            .map(|(_, message)| *message)
+    };
+    let (late, early): (Vec<_>, Vec<_>) =
+        modules.iter().partition(|m| late_message(&m.0).is_some());
+    for m in &early {
+        s.push_str(&insmod(m));
     }
     s.push_str(
         "mkdir -p /dev/shm\n\
@@ -181,11 +209,41 @@ pub fn init_script(modules: &[(std::path::PathBuf, String)], tests: &[GuestTest]
          \x20 say RESULT $label $r $start $(up)\n\
          }}\n"
     ));
-    for t in tests {
-        s.push_str(&format!(
+    let run = |t: &GuestTest| {
+        format!(
             "run {} {GUEST_TESTS}/{} --exact {} --test-threads=1\n",
             t.label, t.target, t.name
+        )
+    };
+    for t in tests.iter().filter(|t| t.early) {
+        s.push_str(&run(t));
+    }
+    if !late.is_empty() {
+        // Recording a scratch loop device while the scheduler modules are not loaded: the
+        // recorder must name the module to load (it reads modules.dep, which the initramfs
+        // carries).
+        s.push_str(&format!(
+            "not_loaded() {{\n\
+             \x20 dd if=/dev/zero of=/dev/shm/nl.img bs=1M count=16 2>/dev/null\n\
+             \x20 dev=$(losetup -f --show /dev/shm/nl.img) || return 1\n\
+             \x20 {GUEST_BIN} record -v -d ${{dev#/dev/}} -o /tmp/nl.istrace --duration 1 > /tmp/nl.out 2>&1\n\
+             \x20 losetup -d $dev; rm -f /dev/shm/nl.img /tmp/nl.istrace\n\
+             \x20 cat /tmp/nl.out\n\
+             \x20 ok=0\n"
         ));
+        for m in &late {
+            let message = late_message(&m.0).unwrap_or_default();
+            s.push_str(&format!("  grep -qF '{message}' /tmp/nl.out || ok=1\n"));
+        }
+        s.push_str(&format!(
+            "  return $ok\n}}\nrun {NOT_LOADED_CHECK} not_loaded\n"
+        ));
+        for m in &late {
+            s.push_str(&insmod(m));
+        }
+    }
+    for t in tests.iter().filter(|t| !t.early) {
+        s.push_str(&run(t));
     }
     s.push_str("say NOTE buffer_size_kb at the end: $(cat /sys/kernel/tracing/buffer_size_kb)\n");
     s.push_str(
@@ -287,9 +345,27 @@ mod tests {
             ]
         );
         assert_eq!(t.len(), 8);
-        let init = init_script(&[("/modules/brd.ko".into(), module_params("brd"))], &t);
+        let init = init_script(
+            &[
+                ("/modules/kyber-iosched.ko".into(), String::new()),
+                ("/modules/brd.ko".into(), module_params("brd")),
+            ],
+            &t,
+        );
         assert!(init.contains("insmod /modules/brd.ko rd_nr=1 rd_size=524288 ||"));
         assert!(init.contains("run capture::known_writes_kyber /tests/capture --exact known_writes_kyber --test-threads=1\n"));
+        // The sched-log test, then the not-loaded check, then kyber, then the rest.
+        let at = |needle: &str| init.find(needle).unwrap_or_else(|| panic!("{needle}"));
+        assert!(at("insmod /modules/brd.ko") < at("run model::sched_log"));
+        assert!(at("run model::sched_log") < at(&format!("run {NOT_LOADED_CHECK} not_loaded")));
+        assert!(
+            at(&format!("run {NOT_LOADED_CHECK} not_loaded"))
+                < at("insmod /modules/kyber-iosched.ko")
+        );
+        assert!(at("insmod /modules/kyber-iosched.ko") < at("run capture::known_writes_none"));
+        assert!(init.contains(
+            "grep -qF 'kyber is a module in this kernel (kyber_iosched) and not loaded yet'"
+        ));
     }
 
     #[test]
