@@ -221,13 +221,14 @@ pub fn init_script(modules: &[(std::path::PathBuf, String)], tests: &[GuestTest]
     if !late.is_empty() {
         // Recording a scratch loop device while the scheduler modules are not loaded: the
         // recorder must name the module to load (it reads modules.dep, which the initramfs
-        // carries).
+        // carries). losetup by its path: busybox's sh runs its own applet for a bare name,
+        // and that one has no --show.
         s.push_str(&format!(
             "not_loaded() {{\n\
              \x20 dd if=/dev/zero of=/dev/shm/nl.img bs=1M count=16 2>/dev/null\n\
-             \x20 dev=$(losetup -f --show /dev/shm/nl.img) || return 1\n\
+             \x20 dev=$(/bin/losetup -f --show /dev/shm/nl.img) || return 1\n\
              \x20 {GUEST_BIN} record -v -d ${{dev#/dev/}} -o /tmp/nl.istrace --duration 1 > /tmp/nl.out 2>&1\n\
-             \x20 losetup -d $dev; rm -f /dev/shm/nl.img /tmp/nl.istrace\n\
+             \x20 /bin/losetup -d $dev; rm -f /dev/shm/nl.img /tmp/nl.istrace\n\
              \x20 cat /tmp/nl.out\n\
              \x20 ok=0\n"
         ));
