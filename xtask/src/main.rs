@@ -1,4 +1,4 @@
-//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|layout|demo|bench|disk|scenario|validate`.
+//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|layout|demo|bench|disk|kernels|scenario|validate`.
 //!
 //! Nothing here is needed to read or use the product code; it only drives tools (rustup,
 //! cargo, apt-get, losetup, fio, the built `iosched-trace` binary) in the right order and
@@ -11,6 +11,7 @@ mod bench_replay;
 mod cmd;
 mod demo;
 mod disk;
+mod kernels;
 mod layout;
 mod scenario;
 mod scratch;
@@ -41,7 +42,7 @@ enum Command {
     /// Setup, then build the release binary target/release/iosched-trace.
     Build,
     /// Setup, then fmt, layout, clippy, unit tests and (as root, or when CI is set) the
-    /// real-kernel tests.
+    /// real-kernel tests and the kernel matrix in qemu.
     Test,
     /// The layout rules: no import cycle among a crate's modules, crates depending only on
     /// lower layers (exits non-zero, naming each cycle or dependency, when one is broken).
@@ -55,6 +56,9 @@ enum Command {
     /// The emulated rotational disk (root): `up` prints its loop device, `down` removes it.
     #[command(subcommand)]
     Disk(disk::DiskCommand),
+    /// The kernel matrix: boot Debian's 6.1 and 6.12 kernels in qemu and run the
+    /// kernel-dependent real-kernel tests inside each (docs/KERNELS.md; root).
+    Kernels(kernels::KernelsArgs),
     /// Run a seed scenario on the emulated disk, record and report every run, compare (root).
     Scenario(scenario::ScenarioArgs),
     /// The scheduler model against the test bed: every scenario recorded under `none`,
@@ -133,6 +137,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Replay(args)) => bench_replay::replay(&args),
         Command::Bench(BenchCommand::Html(args)) => bench_html::html(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
+        Command::Kernels(args) => kernels::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Scenario(args) => scenario::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Validate(args) => validate::run(&args).map(|()| ExitCode::SUCCESS),
     }
