@@ -33,6 +33,7 @@
 //! - [`capture`]: loading and attaching the eBPF programs, draining their ring buffer;
 //!   [`capture::session`], what `record` and `live` both run.
 //! - [`schedlog`]: the scheduler's own messages through the ftrace blk tracer.
+//! - [`untrusted`]: every reader of others' bytes as one entry point each (fuzzing).
 //! - [`recorder`]: the `record` command's loop.
 //! - [`calibrate`]: the host's per-request scheduler costs, measured on a scratch loop
 //!   device; where the host profile lives.
@@ -55,4 +56,5 @@ pub mod recorder;
 pub mod schedlog;
 pub mod spool;
 pub mod system;
+pub mod untrusted;
 pub mod views;
