@@ -22,6 +22,7 @@ pub mod dump;
 pub mod explain;
 pub mod html;
 pub mod model_check;
+pub mod parquet;
 pub mod perfetto;
 pub mod replay;
 pub mod report;
