@@ -428,3 +428,72 @@ fn the_schema_is_parquets_and_has_each_column_once() {
         assert_eq!(names.len(), specs.len());
     }
 }
+
+const FLEET_MD: &str = include_str!("../../../../docs/FLEET.md");
+
+/// The rows of the table after `<!-- marker -->` in docs/FLEET.md: each row's cells.
+fn doc_table(marker: &str) -> Vec<Vec<String>> {
+    let start = FLEET_MD
+        .find(&format!("<!-- {marker} -->"))
+        .unwrap_or_else(|| panic!("docs/FLEET.md has no <!-- {marker} -->"));
+    FLEET_MD[start..]
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().trim_matches('`').to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn docs_fleet_md_gives_the_schema_written() {
+    for (marker, specs) in [
+        ("schema: requests", columns::REQUESTS),
+        ("schema: idle", columns::IDLE),
+    ] {
+        let doc: Vec<(String, String, bool)> = doc_table(marker)
+            .into_iter()
+            .map(|c| (c[0].clone(), c[1].clone(), c[2] == "yes"))
+            .collect();
+        let code: Vec<(String, String, bool)> = specs
+            .iter()
+            .map(|c| (c.name.to_string(), c.kind.sql().to_string(), c.nullable))
+            .collect();
+        assert_eq!(doc, code, "docs/FLEET.md {marker}");
+    }
+}
+
+#[test]
+fn docs_fleet_md_lists_the_metadata_keys_written() {
+    let dir = Scratch::new("keys");
+    let trace = dir.0.join("t.istrace");
+    recording(&trace, &spec(), DEC_1);
+    let out = dir.0.join("fleet");
+    let s = export(
+        trace_file::open(&trace).unwrap().as_mut(),
+        &out,
+        &Options::default(),
+    )
+    .unwrap();
+    let (_, meta, _) = read(&s.request_files[0].path);
+    let doc: Vec<String> = doc_table("metadata keys")
+        .into_iter()
+        .map(|c| c[0].clone())
+        .collect();
+    for k in meta.keys().filter(|k| k.starts_with("iosched.")) {
+        assert!(doc.contains(k), "{k} is written but not in docs/FLEET.md");
+    }
+    // Those this recording has no figure for (no kernel counters in it).
+    let absent = ["iosched.kernel_skipped", "iosched.untraced_completions"];
+    for k in &doc {
+        assert!(
+            meta.contains_key(k) || absent.contains(&k.as_str()),
+            "{k} is in docs/FLEET.md but not written"
+        );
+    }
+}
