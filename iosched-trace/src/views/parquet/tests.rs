@@ -253,6 +253,11 @@ fn each_request_is_one_row_holding_its_life() {
         assert_eq!(int(r, "requeues"), Some(0));
         assert_eq!(int(r, "error"), Some(0));
     }
+    // The generator's order: Q, then G, then I, for the request's first bio.
+    assert!(rows.iter().all(|r| {
+        let (q, g, i) = (long(r, "q_ns"), long(r, "g_ns"), long(r, "i_ns"));
+        q.is_some() && q < g && g < i
+    }));
     // A two-bio request of the generator: its second bio back-merged.
     assert!(
         rows.iter()
