@@ -109,9 +109,11 @@ pub fn run() -> anyhow::Result<()> {
                 "iosched-hdd",
             ]),
         ));
+        // --no-fail-fast: one failing test file must not hide whether the others pass.
         let mut c = cargo(&[
             "test",
             "--release",
+            "--no-fail-fast",
             "-p",
             "iosched-trace-tests",
             "--",
