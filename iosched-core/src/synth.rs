@@ -2,7 +2,9 @@
 //! readers and writers) keeping a queue of requests in flight on one device, with merges and
 //! plugs, every event in time order. Deterministic for a given seed; each life is complete
 //! (Q -> G -> I -> D -> C, merged bios Q -> M, linked at D), so a report of it has no
-//! anomalies and its counts are known: `ios` requests, `bios` bios.
+//! anomalies and its counts are known: `ios` requests, `bios` bios. For fleet tests, a
+//! spec can also lengthen each request's time in the device and hold the device idle now
+//! and then while requests wait (idling waste of known length).
 
 use std::collections::VecDeque;
 
@@ -17,6 +19,14 @@ pub struct Spec {
     pub depth: usize,
     pub seed: u64,
     pub dev: Dev,
+    /// Added to each request's time in the device (D to C), ns.
+    pub service_ns: u64,
+    /// Every this many issues (0: never), the device stays idle `idle_ns` before the issue,
+    /// with the queue full: one idle-with-pending interval each.
+    pub idle_every: u64,
+    pub idle_ns: u64,
+    /// Every request carries one bio (no merges): its Q2C is its bio's, as btt counts it.
+    pub single_bio: bool,
 }
 
 impl Default for Spec {
@@ -27,6 +37,10 @@ impl Default for Spec {
             depth: 32,
             seed: 1,
             dev: Dev { major: 7, minor: 0 },
+            service_ns: 0,
+            idle_every: 0,
+            idle_ns: 0,
+            single_bio: false,
         }
     }
 }
@@ -89,13 +103,14 @@ pub fn generate<E>(
         sink(ev).map(|()| emitted)
     };
     let mut events = 0;
+    let mut issues = 0u64;
     while events < spec.events {
         // Queue one request's bios.
         let p = (rng.next() % u64::from(procs)) as usize;
         let pid = 1000 + p as u32;
         let write = p % 2 == 1;
         let sequential = p % 4 < 2;
-        let nbios = if sequential && rng.next().is_multiple_of(4) {
+        let nbios = if !spec.single_bio && sequential && rng.next().is_multiple_of(4) {
             2
         } else {
             1
@@ -166,6 +181,10 @@ pub fn generate<E>(
                 ev.error = 0;
             }
             ev.aux = 0;
+            issues += 1;
+            if spec.idle_every > 0 && issues.is_multiple_of(spec.idle_every) {
+                t += spec.idle_ns;
+            }
             emit(&mut ev, EventKind::Issue, &mut t, &mut rng)?;
             if r.nbios > 1 {
                 ev.bio = r.bios[1];
@@ -174,6 +193,7 @@ pub fn generate<E>(
                 ev.bio = r.bios[0];
             }
             ev.aux = u64::from(r.bytes);
+            t += spec.service_ns;
             events = emit(&mut ev, EventKind::Complete, &mut t, &mut rng)?;
             ev.aux = 0;
             totals.requests += 1;
@@ -196,6 +216,7 @@ pub fn generate<E>(
             ev.bio = r.bios[0];
         }
         ev.aux = u64::from(r.bytes);
+        t += spec.service_ns;
         events = emit(&mut ev, EventKind::Complete, &mut t, &mut rng)?;
         totals.requests += 1;
     }

@@ -127,6 +127,11 @@ pub struct RequestLife {
     pub c: u64,
     pub requeues: u32,
     pub bios: u32,
+    /// Request allocated (G) of the bio that started it; `None` where not seen (the request
+    /// began before the trace, or a path without G such as a flush).
+    pub g: Option<u64>,
+    /// Bios merged into it (back or front merges, M) among those it completed.
+    pub merges: u32,
     pub error: i32,
 }
 
@@ -236,6 +241,10 @@ struct RqState {
     bios: Vec<u64>,
     submitter: Option<Submitter>,
     error: i32,
+    /// G and merges of the bios completed so far (a partial completion finishes some bios
+    /// before the request ends).
+    g: Option<u64>,
+    merges: u32,
 }
 
 /// The lifecycle state machine. Feed it events in time order with [`push`](Self::push), then
@@ -531,6 +540,8 @@ impl Timeline {
             bios: spare.pop().unwrap_or_default(),
             submitter: None,
             error: 0,
+            g: None,
+            merges: 0,
         };
         // One hash map operation; the stale life is replaced in place (only fields other
         // than `rqs` are touched meanwhile).
@@ -708,13 +719,22 @@ impl Timeline {
             r.bios.drain(..keep);
         }
         let error = r.error;
+        let (mut g, mut merges) = (r.g, r.merges);
         for &bio in &finished_bios {
             self.unmark_pending(bio);
             if let Some(b) = self.bios.remove(&bio) {
+                g = match (g, b.g) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                merges += u32::from(b.m.is_some());
                 sink.bio_done(&Self::bio_life(&b, ev.ts_ns, error));
             }
         }
         self.finished_bios = finished_bios;
+        if !done && let Some(r) = self.rqs.get_mut(&ev.rq) {
+            (r.g, r.merges) = (g, merges);
+        }
         if done {
             let r = self.rqs.remove(&ev.rq).expect("found above");
             if r.in_driver {
@@ -739,6 +759,8 @@ impl Timeline {
                 c: ev.ts_ns,
                 requeues: r.requeues,
                 bios: r.bios.len() as u32,
+                g,
+                merges,
                 error: r.error,
             });
             self.report_state(r.dev, ev.ts_ns, sink);

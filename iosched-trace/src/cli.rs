@@ -151,6 +151,38 @@ pub struct ExplainArgs {
     pub html: Option<PathBuf>,
 }
 
+/// `2026-12-01T10:00:00` (UTC), `2026-12-01`, or seconds since the epoch: ns since the epoch.
+fn parse_wall_clock(s: &str) -> Result<u64, String> {
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(secs * 1_000_000_000);
+    }
+    let bad = || format!("{s:?}: use YYYY-MM-DDTHH:MM:SS (UTC) or seconds since the epoch");
+    let (date, time) = s.split_once('T').unwrap_or((s, "00:00:00"));
+    let num = |v: &str| v.parse::<i64>().map_err(|_| bad());
+    let d: Vec<&str> = date.split('-').collect();
+    let t: Vec<&str> = time.trim_end_matches('Z').split(':').collect();
+    if d.len() != 3 || t.len() != 3 {
+        return Err(bad());
+    }
+    let (y, m, day) = (num(d[0])?, num(d[1])?, num(d[2])?);
+    let (hh, mm, ss) = (num(t[0])?, num(t[1])?, num(t[2])?);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 60 {
+        return Err(bad());
+    }
+    // Civil date to days since the epoch: H. Hinnant's algorithm.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hh * 3600 + mm * 60 + ss;
+    u64::try_from(secs)
+        .map(|s| s * 1_000_000_000)
+        .map_err(|_| bad())
+}
+
 #[derive(Debug, clap::Args)]
 pub struct SynthArgs {
     /// Output file.
@@ -169,9 +201,28 @@ pub struct SynthArgs {
     /// and jbd2 waiting on each other; `mixed`: readers and a writer), as the scheduler model would run it.
     #[arg(long, value_name = "NAME")]
     pub scenario: Option<String>,
-    /// With --scenario: the scheduler it runs under, with settings (`bfq:kernel=5.2`).
-    #[arg(long, value_name = "SCHED", default_value = "bfq")]
-    pub sched: String,
+    /// With --scenario: the scheduler it runs under, with settings (`bfq:kernel=5.2`;
+    /// default bfq). Without: the scheduler the device is said to have (default none).
+    #[arg(long, value_name = "SCHED")]
+    pub sched: Option<String>,
+    /// The host name the recording says it was made on (default: this one's).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// The wall-clock time of the first event, UTC (`2026-12-01T10:00:00`, or seconds
+    /// since the epoch); default: now.
+    #[arg(long, value_name = "TIME", value_parser = parse_wall_clock)]
+    pub wall_clock: Option<u64>,
+    /// Random load: added to each request's time in the device, µs.
+    #[arg(long, value_name = "US", default_value_t = 0)]
+    pub service_us: u64,
+    /// Random load: every N issues the device idles --idle-ms with requests waiting.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub idle_every: u64,
+    #[arg(long, value_name = "MS", default_value_t = 0.0)]
+    pub idle_ms: f64,
+    /// Random load: one bio per request (no merges).
+    #[arg(long)]
+    pub single_bio: bool,
     /// With --scenario: how many I/Os (dd writes for dsync-journal).
     #[arg(long, default_value_t = 1000)]
     pub ios: u32,
@@ -279,6 +330,9 @@ pub enum ConvertFormat {
     /// a track per process with each request as a slice, device counters, idling waste,
     /// service slices, wakeups as arrows.
     Perfetto,
+    /// Parquet tables for SQL engines over many hosts (docs/FLEET.md): a row per request
+    /// under DIR/host=H/date=D/, a row per idling-waste interval under DIR/idle/host=H/date=D/.
+    Parquet,
 }
 
 #[derive(Debug, clap::Args)]
@@ -288,7 +342,8 @@ pub struct ConvertArgs {
     /// Output format.
     #[arg(long = "to", value_enum, value_name = "FORMAT")]
     pub to: ConvertFormat,
-    /// Output: a directory for blktrace, a file for a recording or a Perfetto trace.
+    /// Output: a directory for blktrace and parquet, a file for a recording or a Perfetto
+    /// trace.
     #[arg(short = 'o', long = "output", value_name = "PATH")]
     pub output: PathBuf,
     /// Perfetto: start of the span drawn, seconds after the trace's first event.
@@ -308,6 +363,13 @@ pub struct ConvertArgs {
     /// Perfetto: only the tracks of I/O submitted by tasks of this name. Repeatable.
     #[arg(long, value_name = "COMM")]
     pub comm: Vec<String>,
+    /// Parquet: the host partition (`host=NAME`); default: the recording's host name.
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// Parquet: the date partition of every row (`date=YYYY-MM-DD`); default: each row's
+    /// UTC date on the recording's wall clock (needed for blktrace files, which have none).
+    #[arg(long, value_name = "YYYY-MM-DD")]
+    pub date: Option<String>,
 }
 
 impl ConvertArgs {
@@ -347,6 +409,9 @@ impl ConvertArgs {
             || !self.comm.is_empty();
         if filtered && self.to != ConvertFormat::Perfetto {
             return Err(ArgError::FiltersNeedPerfetto);
+        }
+        if (self.host.is_some() || self.date.is_some()) && self.to != ConvertFormat::Parquet {
+            return Err(ArgError::PartitionsNeedParquet);
         }
         Ok(())
     }
@@ -539,6 +604,8 @@ pub enum ArgError {
     EmptySpan,
     #[error("--from, --until, -d, --pid and --comm apply to --to perfetto only")]
     FiltersNeedPerfetto,
+    #[error("--host and --date apply to --to parquet only")]
+    PartitionsNeedParquet,
     #[error(transparent)]
     Device(#[from] crate::devices::DeviceError),
 }

@@ -233,11 +233,18 @@ fn packages() -> anyhow::Result<()> {
 
 /// PyPI packages the tests need: (requirement, a Python statement that proves it works).
 /// `perfetto` ships Perfetto's trace descriptors, with which tests/perfetto/decode.py reads
-/// `convert --to perfetto`'s output independently of our encoder.
-const PYTHON_PACKAGES: &[(&str, &str)] = &[(
-    "perfetto==0.59.1",
-    "import perfetto.protos.perfetto.trace.perfetto_trace_pb2",
-)];
+/// `convert --to perfetto`'s output independently of our encoder; `duckdb` runs
+/// docs/FLEET.md's queries on `convert --to parquet`'s output (tests/tests/fleet.rs).
+const PYTHON_PACKAGES: &[(&str, &str)] = &[
+    (
+        "perfetto==0.59.1",
+        "import perfetto.protos.perfetto.trace.perfetto_trace_pb2",
+    ),
+    (
+        "duckdb==2.0.1",
+        "import duckdb; assert duckdb.__version__ == '2.0.1'",
+    ),
+];
 
 fn python_works(check: &str) -> bool {
     cmd::succeeds(Command::new("python3").args(["-c", check]))

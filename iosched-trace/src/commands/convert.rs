@@ -1,6 +1,6 @@
 //! `iosched-trace convert`: a trace rewritten as blktrace per-CPU files, or as a recording
 //! of ours, saying on stderr what the target format could not hold; or drawn as a Perfetto
-//! trace for the Perfetto UI.
+//! trace for the Perfetto UI; or as Parquet tables for SQL over many hosts.
 
 use std::{
     io::{BufWriter, Write},
@@ -17,7 +17,7 @@ use iosched_core::{
 
 use crate::{
     cli::{ConvertArgs, ConvertFormat},
-    views::perfetto,
+    views::{parquet, perfetto},
 };
 
 pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
@@ -36,6 +36,7 @@ pub fn run(args: ConvertArgs) -> anyhow::Result<ExitCode> {
             &args,
             &perfetto_opts.expect("made above for perfetto"),
         )?,
+        ConvertFormat::Parquet => to_parquet(source.as_mut(), &args)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -95,6 +96,39 @@ fn to_perfetto(
         );
     }
     eprintln!("open it in the Perfetto UI: https://ui.perfetto.dev, \"Open trace file\"");
+    Ok(())
+}
+
+fn to_parquet(source: &mut dyn TraceSource, args: &ConvertArgs) -> anyhow::Result<()> {
+    let opts = parquet::Options {
+        host: args.host.clone(),
+        date: args.date.clone(),
+        row_group_rows: None,
+    };
+    let summary = parquet::export(source, &args.output, &opts)
+        .with_context(|| format!("converting {}", args.file.display()))?;
+    for w in source.warnings() {
+        eprintln!("warning: {w}");
+    }
+    eprintln!(
+        "wrote {} requests and {} idling-waste intervals ({:.3} s) of host {} to {}",
+        summary.requests,
+        summary.idle_intervals,
+        summary.idle_ns as f64 / 1e9,
+        summary.host,
+        args.output.display()
+    );
+    for w in summary.request_files.iter().chain(&summary.idle_files) {
+        eprintln!("  {} ({} rows)", w.path.display(), w.rows);
+    }
+    let a = &summary.anomalies;
+    if a.requests_in_flight_at_end > 0 || a.completions_of_unknown_requests > 0 {
+        eprintln!(
+            "not written: {} requests still in flight at the end, {} completions of requests \
+             issued before the start",
+            a.requests_in_flight_at_end, a.completions_of_unknown_requests
+        );
+    }
     Ok(())
 }
 

@@ -9,6 +9,8 @@
 //! - [`html`]: `report --html`'s self-contained page (our own script and styles inlined).
 //! - [`explain`]: `explain`'s text and JSON document, one module per cause, the words for
 //!   the model's structured findings.
+//! - [`perfetto`]: `convert --to perfetto`'s protobuf stream for the Perfetto UI.
+//! - [`parquet`]: `convert --to parquet`'s tables for SQL over many hosts (docs/FLEET.md).
 //!
 //! `--json` output is the data serialized, by the commands themselves, except `dump --json`,
 //! whose lines are [`dump`]'s, and `explain --json`, which [`explain`] builds from the words. The live view's screen is `live::ui`'s.
@@ -22,6 +24,7 @@ pub mod dump;
 pub mod explain;
 pub mod html;
 pub mod model_check;
+pub mod parquet;
 pub mod perfetto;
 pub mod replay;
 pub mod report;
