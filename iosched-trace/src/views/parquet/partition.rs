@@ -104,7 +104,8 @@ impl TableWriter {
                 .join(format!("date={date}"));
             std::fs::create_dir_all(&dir).map_err(|e| ExportError::Io(dir.clone(), e))?;
             let path = free_part(&dir);
-            let file = File::create(&path).map_err(|e| ExportError::Io(path.clone(), e))?;
+            let file = iosched_core::output_file::create(&path)
+                .map_err(|e| ExportError::Io(path.clone(), e))?;
             let writer = SerializedFileWriter::new(
                 BufWriter::with_capacity(1 << 20, file),
                 self.schema.clone(),
