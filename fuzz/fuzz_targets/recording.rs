@@ -1,0 +1,4 @@
+//! libFuzzer target: [`iosched_trace::untrusted::recording`].
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| iosched_trace::untrusted::recording(data));
