@@ -112,8 +112,7 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
             loopdev.name(),
             args.repeat
         );
-        let (ratio, lost) =
-            peers::run(&bin, &loopdev, dir.path(), args.runtime, args.repeat)?;
+        let (ratio, lost) = peers::run(&bin, &loopdev, dir.path(), args.runtime, args.repeat)?;
         let pass = ratio >= MIN_RATIO && lost == Some(0);
         println!(
             "target (record ratio >= {MIN_RATIO}, lost == 0): {}",

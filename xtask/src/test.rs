@@ -109,6 +109,11 @@ pub fn run() -> anyhow::Result<()> {
                 "iosched-hdd",
             ]),
         ));
+        // The static binary and the package, for tests/tests/dist.rs (which, under CI, fail
+        // without them): this binary again, `cargo xtask dist`.
+        let mut dist = Command::new(env::current_exe().context("finding the xtask binary")?);
+        dist.arg("dist");
+        steps.push(("dist", dist));
         let mut c = cargo(&[
             "test",
             "--release",
@@ -127,6 +132,9 @@ pub fn run() -> anyhow::Result<()> {
             "IOSCHED_HDD_BIN",
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/iosched-hdd"),
         );
+        let artifacts = crate::dist::artifacts(&cmd::target_dir()?);
+        c.env(crate::dist::STATIC_BIN_ENV, &artifacts.static_bin);
+        c.env(crate::dist::DEB_ENV, &artifacts.deb);
         steps.push(("real-kernel tests", c));
     }
 
