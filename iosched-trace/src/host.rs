@@ -94,6 +94,8 @@ pub struct Tracepoint {
 pub struct BlkTracer {
     /// tracefs, where it is mounted.
     pub tracefs: Option<PathBuf>,
+    /// tracefs could be read (it is root's only).
+    pub readable: bool,
     /// `blk` is in `available_tracers` (CONFIG_BLK_DEV_IO_TRACE).
     pub available: bool,
     /// `current_tracer` now (`nop` when idle).
@@ -279,16 +281,26 @@ impl Host {
     }
 
     fn blk_tracer(&self) -> BlkTracer {
+        // Unreadable to a non-root caller (mode 0700): there, but nothing can be told.
+        let mut readable = true;
         let tracefs = ["sys/kernel/tracing", "sys/kernel/debug/tracing"]
             .into_iter()
             .map(|p| self.path(p))
-            .find(|p| p.join("trace").exists());
+            .find(|p| match fs::metadata(p.join("trace")) {
+                Ok(_) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    readable = false;
+                    true
+                }
+                Err(_) => false,
+            });
         let read = |f: &str| {
             tracefs
                 .as_ref()
                 .and_then(|t| fs::read_to_string(t.join(f)).ok())
         };
         BlkTracer {
+            readable,
             available: read("available_tracers")
                 .is_some_and(|t| t.split_whitespace().any(|t| t == "blk")),
             current: read("current_tracer").map(|t| t.trim().to_string()),
@@ -459,6 +471,9 @@ fn sched_log(
         return no(
             "tracefs is not mounted (mount -t tracefs tracefs /sys/kernel/tracing)".to_string(),
         );
+    }
+    if !blk.readable {
+        return no("needs root: tracefs is root's to read and write".to_string());
     }
     if !blk.available {
         return no("the blk tracer is not in this kernel (CONFIG_BLK_DEV_IO_TRACE)".to_string());

@@ -112,6 +112,9 @@ pub fn render(facts: &HostFacts, load: &Load, problems: &[String]) -> String {
         "blk tracer",
         match (&blk.tracefs, blk.available) {
             (None, _) => "unknown: tracefs is not mounted".to_string(),
+            (Some(at), _) if !blk.readable => {
+                format!("unknown: {} is root's to read", at.display())
+            }
             (Some(_), false) => "no (CONFIG_BLK_DEV_IO_TRACE is off): no BFQ log".to_string(),
             (Some(at), true) => format!(
                 "yes, in {} (current tracer {}): BFQ's log can be read",
