@@ -144,6 +144,18 @@ pub struct SchedLog {
     pub note: String,
 }
 
+/// The trial load's outcome, as the command found it.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Load {
+    /// Not tried (`--no-load`, or a problem already rules recording out).
+    pub tried: bool,
+    pub attached: Vec<&'static str>,
+    /// Optional programs the kernel refused, with why (tracepoints `check` found missing are
+    /// among them too).
+    pub skipped: Vec<(&'static str, String)>,
+    pub error: Option<String>,
+}
+
 /// The I/O schedulers: (elevator name, module name, module file stem under kernel/block).
 const SCHEDULERS: &[(&str, &str, &str)] = &[
     ("mq-deadline", "mq_deadline", "mq-deadline"),

@@ -223,7 +223,6 @@ fn control(version: &str, installed_kib: u64) -> String {
          Installed-Size: {installed_kib}\n\
          Section: admin\n\
          Priority: optional\n\
-         Homepage: https://github.com/iosched-trace/iosched-trace\n\
          Description: eBPF block-layer tracer: who waited, where, and what the I/O scheduler did\n \
          iosched-trace records the block layer's events with eBPF (every bio and request,\n \
          with the process that submitted it) and says where the time went: which process\n \

@@ -10,8 +10,7 @@ use anyhow::Context;
 use crate::{
     capture::{self, session::Kernel},
     cli::CheckArgs,
-    host::{Host, HostFacts},
-    views::check::Load,
+    host::{Host, HostFacts, Load},
 };
 
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
@@ -20,12 +19,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let load = if problems.is_empty() && !args.no_load {
         trial_load()?
     } else {
-        Load {
-            tried: false,
-            attached: Vec::new(),
-            skipped: Vec::new(),
-            error: None,
-        }
+        Load::default()
     };
     if let Some(e) = &load.error {
         problems.push(format!("the kernel refused the programs: {e}"));

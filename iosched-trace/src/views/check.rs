@@ -8,19 +8,7 @@ use std::fmt::Write as _;
 
 use iosched_core::units::{BytesStyle, human_bytes};
 
-use crate::host::{HostFacts, Presence};
-
-/// The trial load's outcome, as the command found it.
-#[derive(Clone, Debug, serde::Serialize)]
-pub struct Load {
-    /// Not tried (`--no-load`, or a problem already rules recording out).
-    pub tried: bool,
-    pub attached: Vec<&'static str>,
-    /// Optional programs the kernel refused, with why (tracepoints `check` found missing are
-    /// among them too).
-    pub skipped: Vec<(&'static str, String)>,
-    pub error: Option<String>,
-}
+use crate::host::{HostFacts, Load, Presence};
 
 fn line(out: &mut String, key: &str, text: impl std::fmt::Display) {
     let _ = writeln!(out, "{key:<12} {text}");
