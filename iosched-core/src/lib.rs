@@ -13,6 +13,7 @@
 //! - [`analysis`]: per device/process/cgroup numbers from the timeline (`report`'s data).
 //! - [`devmap`]: small per-device maps the hot loops use.
 //! - [`synth`]: synthetic recordings of known shape (benchmarks, tests).
+//! - [`output_file`]: how every output file is created (private, never through a symlink).
 //! - [`units`]: nanoseconds and bytes printed for people, sizes parsed from flags.
 
 pub mod analysis;
@@ -20,6 +21,7 @@ pub mod blktrace;
 pub mod devmap;
 pub mod driver;
 pub mod event;
+pub mod output_file;
 pub mod record;
 pub mod source;
 pub mod synth;

@@ -839,14 +839,19 @@ pub fn block_unplug(ctx: BtfTracePointContext) -> i32 {
 
 /// Kyber's domain names ("READ", "WRITE", "DISCARD", "OTHER"), sent as their index in that
 /// order (their first letters differ): `aux` = index | depth << 32.
+///
+/// Raw tracepoints, not `tp_btf`: where kyber is a module (Debian's kernels), its
+/// tracepoints' BTF is the module's (`/sys/kernel/btf/kyber_iosched`), which a `tp_btf` load
+/// must name by its BTF object fd (aya 0.14 only looks in vmlinux); a raw tracepoint is
+/// found by name in modules too. The arguments are the same u64 slots; userspace checks their
+/// prototype against the module's BTF before attaching, and the domain string is read with
+/// `bpf_probe_read_kernel_str` either way.
 #[inline(always)]
-fn kyber_event(ctx: &BtfTracePointContext, kind: u16, depth: u32) {
-    let dev = ctx.arg::<u64>(0) as u32;
+fn kyber_event(dev: u32, domain_ptr: u64, kind: u16, depth: u32) {
     // SAFETY: the value is not kept.
     if config!(filter_devices) != 0 && unsafe { DEVICES.get(dev) }.is_none() {
         return;
     }
-    let domain_ptr: u64 = ctx.arg(1);
     let mut name = [0u8; 8];
     // SAFETY: bounded read of a kernel string into a stack buffer.
     if unsafe {
@@ -875,16 +880,18 @@ fn kyber_event(ctx: &BtfTracePointContext, kind: u16, depth: u32) {
     );
 }
 
-#[btf_tracepoint(function = "kyber_throttled")]
-pub fn kyber_throttled(ctx: BtfTracePointContext) -> i32 {
-    kyber_event(&ctx, KYBER_THROTTLED, 0);
+/// `kyber_throttled(dev_t dev, const char *domain)`.
+#[raw_tracepoint(tracepoint = "kyber_throttled")]
+pub fn kyber_throttled(ctx: RawTracePointContext) -> i32 {
+    kyber_event(ctx.arg::<u64>(0) as u32, ctx.arg(1), KYBER_THROTTLED, 0);
     0
 }
 
-#[btf_tracepoint(function = "kyber_adjust")]
-pub fn kyber_adjust(ctx: BtfTracePointContext) -> i32 {
+/// `kyber_adjust(dev_t dev, const char *domain, unsigned int depth)`.
+#[raw_tracepoint(tracepoint = "kyber_adjust")]
+pub fn kyber_adjust(ctx: RawTracePointContext) -> i32 {
     let depth = ctx.arg::<u64>(2) as u32;
-    kyber_event(&ctx, KYBER_ADJUST, depth);
+    kyber_event(ctx.arg::<u64>(0) as u32, ctx.arg(1), KYBER_ADJUST, depth);
     0
 }
 

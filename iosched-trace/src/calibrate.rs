@@ -42,26 +42,8 @@ pub const DEFAULT_PROFILE_PATH: &str = "/var/lib/iosched-trace/host-profile.json
 pub fn read_profile(path: &Path) -> anyhow::Result<HostProfile> {
     let text =
         fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let profile: HostProfile = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not a host profile", path.display()))?;
-    if profile.schedulers.is_empty() {
-        bail!(
-            "{} is not a host profile: it names no scheduler",
-            path.display()
-        );
-    }
-    let valid = |ns: f64| ns.is_finite() && ns >= 0.0;
-    if let Some((name, _)) = profile
-        .schedulers
-        .iter()
-        .find(|(_, c)| !valid(c.cpu_ns_per_request) || !valid(c.serial_ns_per_request))
-    {
-        bail!(
-            "{} is not a host profile: {name}'s costs must be finite and >= 0",
-            path.display()
-        );
-    }
-    Ok(profile)
+    HostProfile::from_text(&text)
+        .map_err(|reason| anyhow::anyhow!("{} is not a host profile: {reason}", path.display()))
 }
 
 /// The profile `record` copies into the header: `explicit` (`--host-profile`; an unreadable
@@ -351,7 +333,9 @@ pub fn write_profile(path: &Path, profile: &HostProfile) -> anyhow::Result<()> {
     let tmp = PathBuf::from(tmp);
     let mut text = serde_json::to_string_pretty(profile)?;
     text.push('\n');
-    fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    iosched_core::output_file::create(&tmp)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
     fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }

@@ -9,6 +9,7 @@
 pub mod session;
 
 use std::{
+    borrow::Cow,
     collections::BTreeSet,
     os::fd::{AsFd, AsRawFd},
     time::{Duration, Instant},
@@ -90,6 +91,10 @@ pub struct ProgramSpec {
     /// Needed for a useful recording; otherwise attached if the kernel has the tracepoint.
     pub required: bool,
     pub when: When,
+    /// The module that holds the tracepoint where it is not built in (kyber's on Debian):
+    /// such a program is a raw tracepoint, which the kernel finds by name in modules too,
+    /// and its prototype is checked against that module's BTF.
+    pub module: Option<&'static str>,
 }
 
 /// When a recording wants a program (beyond the kernel having its tracepoint).
@@ -110,86 +115,103 @@ const PROGRAMS: &[ProgramSpec] = &[
         name: "block_bio_queue",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_getrq",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_bio_backmerge",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_bio_frontmerge",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_rq_merge",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_rq_insert",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_rq_issue",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_rq_complete",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_rq_requeue",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_plug",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_unplug",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_split",
         required: true,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "block_bio_complete",
         required: false,
         when: When::BioBasedDevice,
+        module: None,
     },
     ProgramSpec {
         name: "block_io_start",
         required: false,
         when: When::Extra,
+        module: None,
     },
     ProgramSpec {
         name: "block_io_done",
         required: false,
         when: When::Extra,
+        module: None,
     },
     ProgramSpec {
         name: "kyber_throttled",
         required: false,
         when: When::Always,
+        module: Some("kyber_iosched"),
     },
     ProgramSpec {
         name: "kyber_adjust",
         required: false,
         when: When::Always,
+        module: Some("kyber_iosched"),
     },
     // wbt's scaling (a few events per 100 ms window while it works): its limits, for
     // `explain`'s throttling evidence.
@@ -197,16 +219,19 @@ const PROGRAMS: &[ProgramSpec] = &[
         name: "wbt_step",
         required: false,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: "wbt_timer",
         required: false,
         when: When::Always,
+        module: None,
     },
     ProgramSpec {
         name: iosched_trace_common::PROG_WAKEUP,
         required: false,
         when: When::Wakeups,
+        module: None,
     },
 ];
 
@@ -229,11 +254,11 @@ pub fn object_bytes() -> usize {
 /// Whether program `name`'s tracepoint can take it on this kernel: present in the kernel's
 /// BTF, with the arguments the program reads. `Err` is the reason `record` gives when it
 /// leaves an optional program out (and fails on a required one), so `check` says the same.
-pub fn tracepoint_usable(kernel_btf: &crate::btf::Btf, name: &'static str) -> Result<(), String> {
-    if !kernel_btf.has_tracepoint(name) {
-        return Err("tracepoint not in this kernel".to_string());
-    }
-    crate::probe::check_prototype(kernel_btf, name).map_err(|e| e.to_string())
+/// A tracepoint of a module (kyber's where it is not built in) is looked up in that module's
+/// BTF, and is missing while the module is not loaded.
+pub fn tracepoint_usable(kernel_btf: &crate::btf::Btf, spec: &ProgramSpec) -> Result<(), String> {
+    let declared = declaring_btf(kernel_btf, spec)?;
+    crate::probe::check_prototype(&declared, spec.name).map_err(|e| e.to_string())
 }
 
 /// Whether `record --wakeups` can attach `sched_waking` here: `Err` is why not, as `record`
@@ -434,17 +459,18 @@ impl Capture {
             if !wanted || !in_set {
                 continue;
             }
-            if let Err(why) = tracepoint_usable(kernel_btf, spec.name) {
+            if let Err(why) = tracepoint_usable(kernel_btf, spec) {
                 if spec.required {
-                    return Err(CaptureError::Layout(format!(
-                        "required tracepoint {}: {why}",
-                        spec.name
-                    )));
+                    return Err(CaptureError::Layout(format!("{}: {why}", spec.name)));
                 }
                 skipped.push((spec.name, why));
                 continue;
             }
-            match attach(&mut ebpf, spec.name, &btf, options.verbose) {
+            let attached_one = match spec.module {
+                Some(_) => attach_raw(&mut ebpf, spec.name, options.verbose),
+                None => attach(&mut ebpf, spec.name, &btf, options.verbose),
+            };
+            match attached_one {
                 Ok(()) => attached.push(spec.name),
                 Err(e) if !spec.required => skipped.push((spec.name, e.to_string())),
                 Err(e) => return Err(e),
@@ -782,6 +808,84 @@ fn attach(
     Ok(())
 }
 
+/// The BTF that declares `spec`'s tracepoint: the kernel's own, or for a program that may hang
+/// on a module's tracepoint, the kernel's extended with that loaded module's. The error says
+/// why there is none, naming the module to load when the tracepoint's is one.
+fn declaring_btf<'a>(
+    kernel_btf: &'a crate::btf::Btf,
+    spec: &ProgramSpec,
+) -> Result<Cow<'a, crate::btf::Btf>, String> {
+    if kernel_btf.has_tracepoint(spec.name) {
+        return Ok(Cow::Borrowed(kernel_btf));
+    }
+    let Some(module) = spec.module else {
+        return Err("tracepoint not in this kernel".to_string());
+    };
+    match kernel_btf.with_module_of_tracepoint(spec.name) {
+        Ok(Some((_, btf))) => Ok(Cow::Owned(btf)),
+        Ok(None) => Err(module_not_loaded(spec.name, module, &modules_dep())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// This kernel's `modules.dep` (empty if absent: a kernel without modules, or a machine
+/// without /lib/modules for it).
+fn modules_dep() -> String {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    std::fs::read_to_string(format!("/lib/modules/{}/modules.dep", release.trim()))
+        .unwrap_or_default()
+}
+
+/// Why `tracepoint`, which lives in `module` where that is not built in, cannot be attached:
+/// the module is not loaded (it is in `modules_dep`, the kernel's module list), or the kernel
+/// has neither.
+fn module_not_loaded(tracepoint: &str, module: &str, modules_dep: &str) -> String {
+    let scheduler = tracepoint.split('_').next().unwrap_or(tracepoint);
+    // modules.dep names files (`kernel/block/kyber-iosched.ko.xz:`); module names have `_`.
+    let file = format!("/{}.ko", module.replace('_', "-"));
+    let is_module = modules_dep
+        .lines()
+        .filter_map(|l| l.split(':').next())
+        .any(|f| f.replace('_', "-").contains(&file));
+    if is_module {
+        format!(
+            "{scheduler} is a module in this kernel ({module}) and not loaded yet: it loads when a \
+             device's scheduler is set to {scheduler} (`echo {scheduler} > \
+             /sys/block/DEV/queue/scheduler`); record again after that"
+        )
+    } else {
+        format!(
+            "tracepoint not in this kernel (neither built in nor in a loaded module; {scheduler} \
+             may be a module ({module}) not loaded yet)"
+        )
+    }
+}
+
+/// Loads and attaches a raw tracepoint program named after its tracepoint.
+fn attach_raw(ebpf: &mut Ebpf, name: &'static str, verbose: bool) -> Result<(), CaptureError> {
+    let program: &mut RawTracePoint = ebpf
+        .program_mut(name)
+        .ok_or_else(|| CaptureError::Load {
+            program: name,
+            reason: "not in the eBPF object".into(),
+            log: String::new(),
+        })?
+        .try_into()
+        .map_err(|e: ProgramError| CaptureError::Load {
+            program: name,
+            reason: e.to_string(),
+            log: String::new(),
+        })?;
+    program.load().map_err(|e| load_error(name, e, verbose))?;
+    program
+        .attach(name)
+        .map_err(|source| CaptureError::Attach {
+            program: name,
+            source,
+        })?;
+    Ok(())
+}
+
 /// One line for a failed object load: each level of the cause chain once (its own text
 /// without its source's), and what to do when the kernel said "not permitted".
 fn object_error(error: &aya::EbpfError) -> CaptureError {
@@ -949,6 +1053,23 @@ pub fn kinds_of(programs: &[&str]) -> BTreeSet<EventKind> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scheduler_module_not_loaded_is_named() {
+        // As depmod writes Debian 6.12's (compressed modules, no dependencies).
+        let dep = "kernel/block/bfq.ko.xz:\nkernel/block/kyber-iosched.ko.xz:\n";
+        let why = module_not_loaded("kyber_throttled", "kyber_iosched", dep);
+        assert!(
+            why.contains("kyber is a module in this kernel (kyber_iosched) and not loaded yet"),
+            "{why}"
+        );
+        assert!(
+            why.contains("echo kyber > /sys/block/DEV/queue/scheduler"),
+            "{why}"
+        );
+        let why = module_not_loaded("kyber_adjust", "kyber_iosched", "kernel/block/bfq.ko:\n");
+        assert!(why.starts_with("tracepoint not in this kernel"), "{why}");
+    }
 
     #[test]
     fn recursion_misses_are_read_from_a_programs_fdinfo() {

@@ -458,7 +458,7 @@ fn tracepoints(btf: Option<&Btf>, layout: Option<&KernelLayout>) -> Vec<Tracepoi
                         _ => Ok(()),
                     };
                     wakeup
-                        .and_then(|()| capture::tracepoint_usable(btf, spec.name))
+                        .and_then(|()| capture::tracepoint_usable(btf, spec))
                         .err()
                 }
             };

@@ -441,7 +441,8 @@ fn output_file(path: &std::path::Path) -> anyhow::Result<File> {
     use std::io::IsTerminal;
     use std::os::fd::AsFd;
     if path.as_os_str() != "-" {
-        return File::create(path).with_context(|| format!("cannot create {}", path.display()));
+        return iosched_core::output_file::create(path)
+            .with_context(|| format!("cannot create {}", path.display()));
     }
     let stdout = std::io::stdout();
     anyhow::ensure!(

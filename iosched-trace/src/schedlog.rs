@@ -63,7 +63,7 @@ pub struct SchedLog {
 /// `7 (expanded: 1408)`, the size the buffer takes at first use (1408): the kernel refuses the
 /// text itself, and the minimal boot-time buffer cannot be asked for again (any write expands
 /// it), so the size tracing would have had is the nearest state there is.
-fn current_value(text: &str) -> String {
+pub fn current_value(text: &str) -> String {
     let t = text.trim();
     if let Some((_, rest)) = t.split_once("(expanded: ")
         && let Some(size) = rest.strip_suffix(')')
@@ -272,6 +272,27 @@ pub fn parse_line(line: &str) -> Option<Note> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tracefs_text_gives_the_value_to_write_back() {
+        for (text, value) in [
+            // buffer_size_kb before tracing was first used (Debian's 6.1), and after.
+            ("7 (expanded: 1408)\n", "1408"),
+            ("1408\n", "1408"),
+            ("16384", "16384"),
+            // A choice list (trace_clock, current_tracer's neighbours).
+            (
+                "[local] global counter uptime perf mono mono_raw boot\n",
+                "local",
+            ),
+            ("local global [mono] boot\n", "mono"),
+            ("nop\n", "nop"),
+            // Damaged: kept as is (the write back then fails and says so).
+            ("7 (expanded: 1408", "7 (expanded: 1408"),
+        ] {
+            assert_eq!(current_value(text), value, "{text:?}");
+        }
+    }
 
     #[test]
     fn parses_message_lines_and_refuses_others() {

@@ -265,11 +265,11 @@ impl FtraceBlk {
             old_tracer == "nop",
             "ftrace is in use (current_tracer = {old_tracer}); not touching it"
         );
-        let old_buffer_kb = fs::read_to_string(tracing.join("buffer_size_kb"))?
-            .split_whitespace()
-            .next()
-            .unwrap_or("1408")
-            .to_string();
+        // Not the first word: before tracing is first used after boot it reads
+        // `7 (expanded: 1408)`, and 7 would shrink the buffer for whoever traces next.
+        let old_buffer_kb = iosched_trace::schedlog::current_value(&fs::read_to_string(
+            tracing.join("buffer_size_kb"),
+        )?);
         let enable = PathBuf::from(format!("/sys/block/{device}/trace/enable"));
         let guard = Self {
             tracing,

@@ -3,7 +3,10 @@
 
 use std::{collections::HashMap, process::Command};
 
-use iosched_core::event::{EventKind, Op};
+use iosched_core::{
+    event::{EventKind, Op},
+    record::RecordingReader,
+};
 use iosched_trace_tests::{
     FtraceBlk, ScratchLoop, binary, dd, our_multiset, read_recording, real_kernel_available,
     record, scratch_dir,
@@ -37,6 +40,20 @@ fn known_writes_under(scheduler: &str) {
     let rec = read_recording(&file).unwrap();
     assert!(rec.warnings.is_empty(), "warnings: {:?}", rec.warnings);
     assert_eq!(rec.lost, 0);
+    if scheduler == "kyber" {
+        // The recorder notes each optional program it left out, with the reason.
+        let reader = RecordingReader::open(&file).unwrap();
+        let left_out: Vec<_> = reader
+            .header()
+            .notes
+            .iter()
+            .filter(|n| n.contains("kyber_"))
+            .collect();
+        assert!(
+            left_out.is_empty(),
+            "kyber programs not attached: {left_out:?}"
+        );
+    }
     // This kernel (5.12 and later) counts the events it did not run a program for; the
     // recorder read that count from its programs (none here: it is part of `lost`).
     assert_eq!(rec.kernel_skipped, Some(0), "recursion misses not read");
@@ -142,6 +159,13 @@ fn known_writes_mq_deadline() {
 #[test]
 fn known_writes_bfq() {
     known_writes_under("bfq");
+}
+
+/// Also: kyber's own tracepoints attached, built in (this machine) or a module (Debian's
+/// kernels, where their BTF is the module's: `cargo xtask kernels` runs this there).
+#[test]
+fn known_writes_kyber() {
+    known_writes_under("kyber");
 }
 
 /// The kernel's own blk tracer, fed by the same tracepoints through different code, sees the

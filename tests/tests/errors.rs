@@ -243,3 +243,50 @@ impl Drop for Zram {
         let _ = fs::write("/sys/class/zram-control/hot_remove", &self.id);
     }
 }
+
+/// A recorder runs as root: a symbolic link planted where it will write must not make it
+/// truncate what the link names, and what it writes is private (a trace names processes and
+/// their I/O).
+#[test]
+fn output_is_private_and_never_through_a_symlink() {
+    use std::os::unix::fs::{PermissionsExt as _, symlink};
+    if !real_kernel_available("output_is_private_and_never_through_a_symlink") {
+        return;
+    }
+    let disk = ScratchLoop::new("symlink", 16, "none").unwrap();
+    let dir = scratch_dir("symlink").unwrap();
+    let precious = dir.path().join("precious");
+    fs::write(&precious, b"keep me\n").unwrap();
+    let planted = dir.path().join("trace.istrace");
+    symlink(&precious, &planted).unwrap();
+    assert_one_line_error(
+        run_cli(
+            Command::new(binary())
+                .args(["record", "-d", disk.name(), "--duration", "1", "-o"])
+                .arg(&planted),
+        ),
+        "symbolic link",
+    );
+    assert_eq!(fs::read(&precious).unwrap(), b"keep me\n");
+
+    let fresh = dir.path().join("fresh.istrace");
+    let mut recorder = record(&[disk.name()], &fresh, &[]).unwrap();
+    dd(&[
+        "if=/dev/zero",
+        &format!("of=/dev/{}", disk.name()),
+        "bs=4096",
+        "count=8",
+        "oflag=direct",
+    ])
+    .unwrap();
+    recorder.stop().unwrap();
+    let mode = fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "a new recording is readable by its owner only");
+    let rec = read_recording(&fresh).unwrap();
+    let queued = rec
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Queue)
+        .count();
+    assert_eq!(queued, 8, "the 8 direct writes, each queued once");
+}

@@ -2,7 +2,8 @@
 //! under it. A scheduler switched: the recording says when, and `report` splits the device's
 //! figures there. A traced loop device detached and then removed: noted, its events up to then
 //! kept, the other device still recorded. The output filesystem full: a clear error naming the
-//! file, and the file reads back up to its last complete chunk.
+//! file, and the file reads back up to its last complete chunk. Many devices and two
+//! recorders at once: every event in each recording exactly once.
 
 use std::{fs, os::fd::AsRawFd as _, process::Command, time::Duration};
 
@@ -221,4 +222,122 @@ fn a_full_output_filesystem_stops_the_recorder_with_a_clear_error() {
     let rec = read_recording(&file).unwrap();
     assert!(rec.events.len() > 1000, "{} events kept", rec.events.len());
     assert!(rec.footer_total.is_none(), "a full disk leaves no footer");
+}
+
+/// One recorder on 8 devices (the four schedulers twice) and a second one at the same time
+/// on two of them: each device's known writes appear in each recording that traces it
+/// exactly once (each sector queued, issued and completed once, completions paired with
+/// their issue), no event of an untraced device, nothing lost; and the two recordings hold
+/// the same events of the devices they share.
+#[test]
+fn eight_devices_and_a_second_recorder_record_each_write_once() {
+    if !real_kernel_available("eight_devices_and_a_second_recorder_record_each_write_once") {
+        return;
+    }
+    const SCHEDULERS: [&str; 4] = ["none", "mq-deadline", "bfq", "kyber"];
+    let disks: Vec<ScratchLoop> = (0..8)
+        .map(|i| ScratchLoop::new(&format!("eight-{i}"), 16, SCHEDULERS[i % 4]).unwrap())
+        .collect();
+    let names: Vec<&str> = disks.iter().map(|d| d.name()).collect();
+    let out = scratch_dir("eight-out").unwrap();
+    let all = out.path().join("all.istrace");
+    let pair = out.path().join("pair.istrace");
+    let shared = [names[2], names[7]];
+    let mut rec_all = record(&names, &all, &[]).unwrap();
+    let mut rec_pair = record(&shared, &pair, &[]).unwrap();
+    // Device i gets 10 + 3i writes at its own offset: a count and sectors no other device has.
+    let writes = |i: usize| 10 + 3 * i as u64;
+    let seek = |i: usize| 50 + 7 * i as u64;
+    for (i, disk) in disks.iter().enumerate() {
+        dd(&[
+            "if=/dev/zero",
+            &format!("of={}", disk.dev().display()),
+            "bs=4096",
+            &format!("count={}", writes(i)),
+            &format!("seek={}", seek(i)),
+            "oflag=direct",
+        ])
+        .unwrap();
+    }
+    rec_pair.stop().unwrap();
+    rec_all.stop().unwrap();
+
+    let check = |path: &std::path::Path, traced: &[usize]| {
+        let rec = read_recording(path).unwrap();
+        assert_eq!(rec.lost, 0, "{}", path.display());
+        assert_eq!(rec.sent, Some(rec.events.len() as u64));
+        let devs: Vec<(u32, u32)> = traced
+            .iter()
+            .map(|&i| disks[i].dev_numbers().unwrap())
+            .collect();
+        assert!(
+            rec.events
+                .iter()
+                .all(|e| devs.contains(&(e.dev.major, e.dev.minor))),
+            "an event of an untraced device in {}",
+            path.display()
+        );
+        for (&i, &dev) in traced.iter().zip(&devs) {
+            let expected: Vec<u64> = (0..writes(i)).map(|b| (seek(i) + b) * 8).collect();
+            let sectors = |kind: EventKind| {
+                let mut v: Vec<u64> = rec
+                    .events
+                    .iter()
+                    .filter(|e| (e.dev.major, e.dev.minor) == dev)
+                    .filter(|e| e.kind == kind && e.op == Op::Write)
+                    .map(|e| e.sector)
+                    .collect();
+                v.sort_unstable();
+                v
+            };
+            for kind in [EventKind::Queue, EventKind::Issue, EventKind::Complete] {
+                assert_eq!(
+                    sectors(kind),
+                    expected,
+                    "{} of {} ({}) in {}",
+                    kind.name(),
+                    names[i],
+                    SCHEDULERS[i % 4],
+                    path.display()
+                );
+            }
+            let mut outstanding = std::collections::HashSet::new();
+            for e in rec
+                .events
+                .iter()
+                .filter(|e| (e.dev.major, e.dev.minor) == dev)
+            {
+                match e.kind {
+                    EventKind::Issue => assert!(outstanding.insert(e.rq), "rq issued twice"),
+                    EventKind::Complete => {
+                        assert!(outstanding.remove(&e.rq), "completion never issued")
+                    }
+                    _ => {}
+                }
+            }
+            assert!(
+                outstanding.is_empty(),
+                "{}: issued, never completed",
+                names[i]
+            );
+        }
+        rec
+    };
+    let whole = check(&all, &(0..8).collect::<Vec<_>>());
+    let part = check(&pair, &[2, 7]);
+    let of_shared = |rec: &iosched_trace_tests::Recording| {
+        let devs = [
+            disks[2].dev_numbers().unwrap(),
+            disks[7].dev_numbers().unwrap(),
+        ];
+        let mut v: Vec<_> = rec
+            .events
+            .iter()
+            .filter(|e| devs.contains(&(e.dev.major, e.dev.minor)))
+            .map(|e| (e.kind.name(), e.rq, e.bio, e.sector, e.bytes, e.pid))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(of_shared(&whole), of_shared(&part));
 }

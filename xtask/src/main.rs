@@ -1,4 +1,4 @@
-//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|dist|layout|demo|bench|disk|scenario|validate`.
+//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|dist|layout|demo|bench|disk|kernels|scenario|validate`.
 //!
 //! Nothing here is needed to read or use the product code; it only drives tools (rustup,
 //! cargo, apt-get, losetup, fio, the built `iosched-trace` binary) in the right order and
@@ -12,6 +12,7 @@ mod cmd;
 mod demo;
 mod disk;
 mod dist;
+mod kernels;
 mod layout;
 mod scenario;
 mod scratch;
@@ -42,7 +43,7 @@ enum Command {
     /// Setup, then build the release binary target/release/iosched-trace.
     Build,
     /// Setup, then fmt, layout, clippy, unit tests and (as root, or when CI is set) the
-    /// real-kernel tests.
+    /// real-kernel tests and the kernel matrix in qemu.
     Test,
     /// Setup, then target/dist/: a static (musl) release binary, man pages, shell completions
     /// and a Debian package of them; prints their paths.
@@ -59,6 +60,9 @@ enum Command {
     /// The emulated rotational disk (root): `up` prints its loop device, `down` removes it.
     #[command(subcommand)]
     Disk(disk::DiskCommand),
+    /// The kernel matrix: boot Debian's 6.1 and 6.12 kernels in qemu and run the
+    /// kernel-dependent real-kernel tests inside each (docs/KERNELS.md; root).
+    Kernels(kernels::KernelsArgs),
     /// Run a seed scenario on the emulated disk, record and report every run, compare (root).
     Scenario(scenario::ScenarioArgs),
     /// The scheduler model against the test bed: every scenario recorded under `none`,
@@ -138,6 +142,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Replay(args)) => bench_replay::replay(&args),
         Command::Bench(BenchCommand::Html(args)) => bench_html::html(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
+        Command::Kernels(args) => kernels::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Scenario(args) => scenario::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Validate(args) => validate::run(&args).map(|()| ExitCode::SUCCESS),
     }

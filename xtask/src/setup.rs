@@ -40,6 +40,15 @@ const PACKAGES: &[(&str, &[&str])] = &[
         "fonts-liberation",
         &["/usr/share/fonts/truetype/liberation"],
     ),
+    // `cargo xtask kernels` (the kernel matrix): qemu boots Debian's kernels under TCG;
+    // busybox is the guest's shell and tools; depmod (kmod) orders the kernels' modules; xz
+    // unpacks 6.12's .ko.xz; mkfs.ext4 makes the guest's /dev/shm on a ramdisk; `apt-get
+    // download` and `dpkg -x` (always there on Debian) fetch and unpack the kernels.
+    ("qemu-system-x86", &["qemu-system-x86_64"]),
+    ("busybox-static", &["/bin/busybox"]),
+    ("kmod", &["depmod"]),
+    ("xz-utils", &["xz"]),
+    ("e2fsprogs", &["mkfs.ext4"]),
 ];
 
 /// Whether `what` (a command, or a path when it starts with `/`) is there.

@@ -7,24 +7,11 @@
 //! Owns: the spans and the per-span analysis. Must not: open files (the caller hands a way
 //! to read the trace again).
 
-use serde::Serialize;
-
-use super::{Options, Report, analyze_between, report::DeviceReport};
+use super::{Options, Report, analyze_between, report::SchedulerSpan};
 use crate::{
     record::DeviceChangeKind,
     source::{InputError, TraceSource},
 };
-
-/// One device under one scheduler, between two switches (absolute trace ns).
-#[derive(Clone, Debug, Serialize)]
-pub struct SchedulerSpan {
-    pub device: String,
-    pub scheduler: String,
-    pub from_ns: u64,
-    /// `None`: to the end of the trace.
-    pub to_ns: Option<u64>,
-    pub report: DeviceReport,
-}
 
 /// `(device, scheduler, from, to)` of every span of the devices whose scheduler was switched,
 /// from the report's device changes and each device's scheduler at the start.

@@ -33,7 +33,7 @@ pub struct Report {
     /// Devices whose scheduler was switched while recording, span by span
     /// ([`super::by_scheduler`]; empty otherwise).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub by_scheduler: Vec<super::by_scheduler::SchedulerSpan>,
+    pub by_scheduler: Vec<SchedulerSpan>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -671,4 +671,16 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
         },
         by_scheduler: Vec::new(),
     }
+}
+
+/// One device under one scheduler, between two switches (absolute trace ns): filled by
+/// [`super::by_scheduler`].
+#[derive(Clone, Debug, Serialize)]
+pub struct SchedulerSpan {
+    pub device: String,
+    pub scheduler: String,
+    pub from_ns: u64,
+    /// `None`: to the end of the trace.
+    pub to_ns: Option<u64>,
+    pub report: DeviceReport,
 }

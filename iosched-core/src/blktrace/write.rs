@@ -347,7 +347,7 @@ impl BlktraceWriter {
                 .cloned()
                 .unwrap_or_else(|| format!("{},{}", dev.major, dev.minor));
             let path = self.dir.join(format!("{name}.blktrace.{cpu}"));
-            let f = File::create(&path).map_err(|source| WriteError::Io {
+            let f = crate::output_file::create(&path).map_err(|source| WriteError::Io {
                 path: path.clone(),
                 source,
             })?;

@@ -147,6 +147,24 @@ pub const DEFAULT_COSTS_SOURCE: &str = "defaults from Documentation/block/bfq-io
      for this host's";
 
 impl HostProfile {
+    /// A profile from its text (JSON, as `calibrate` writes it), checked: at least one
+    /// scheduler, every cost finite and not negative. The error says what is wrong.
+    pub fn from_text(text: &str) -> Result<HostProfile, String> {
+        let profile: HostProfile = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        if profile.schedulers.is_empty() {
+            return Err("it names no scheduler".into());
+        }
+        let valid = |ns: f64| ns.is_finite() && ns >= 0.0;
+        if let Some((name, _)) = profile
+            .schedulers
+            .iter()
+            .find(|(_, c)| !valid(c.cpu_ns_per_request) || !valid(c.serial_ns_per_request))
+        {
+            return Err(format!("{name}'s costs must be finite and >= 0"));
+        }
+        Ok(profile)
+    }
+
     /// The documented defaults ([`DEFAULT_COSTS_SOURCE`]).
     pub fn defaults() -> HostProfile {
         let cost = |ns: f64| SchedCost {

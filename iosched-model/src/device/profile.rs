@@ -14,27 +14,30 @@ impl DeviceModel {
             reason,
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let m: DeviceModel = serde_json::from_str(&text).map_err(|e| err(e.to_string()))?;
+        Self::from_profile_text(&text).map_err(err)
+    }
+
+    /// [`DeviceModel::load`] of a profile's text: the model, or why the text is not one.
+    pub fn from_profile_text(text: &str) -> Result<DeviceModel, String> {
+        let m: DeviceModel = serde_json::from_str(text).map_err(|e| e.to_string())?;
         match &m {
             DeviceModel::Disk {
                 params,
                 capacity_bytes,
             } => {
                 iosched_disk::DiskModel::new(params.clone(), *capacity_bytes)
-                    .map_err(|e| err(e.to_string()))?;
+                    .map_err(|e| e.to_string())?;
             }
             DeviceModel::Flash(f) => {
                 if !(f.latency_ns >= 0.0 && f.ns_per_sector >= 0.0 && f.parallelism >= 1) {
-                    return Err(err(
+                    return Err(
                         "flash needs latency_ns >= 0, ns_per_sector >= 0, parallelism >= 1".into(),
-                    ));
+                    );
                 }
             }
             DeviceModel::Rotational(r) => {
                 if !(r.overhead_ns >= 0.0 && r.ns_per_sector >= 0.0 && r.latency_ns >= 0.0) {
-                    return Err(err(
-                        "overhead_ns, ns_per_sector and latency_ns must be >= 0".into(),
-                    ));
+                    return Err("overhead_ns, ns_per_sector and latency_ns must be >= 0".into());
                 }
             }
         }

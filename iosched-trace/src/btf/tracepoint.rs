@@ -2,9 +2,9 @@
 //! kernel declares for every tracepoint, `typedef void (*btf_trace_<name>)(void *__data,
 //! <args>)`.
 
-use std::fmt;
+use std::{fmt, path::Path};
 
-use super::{Btf, BtfError, Kind, Span};
+use super::{Btf, BtfError, Kind, SYS_BTF_DIR, Span};
 
 /// One tracepoint argument: its name as recorded in BTF (often empty, because the kernel's
 /// `btf_trace_*` typedefs are function-pointer types whose parameters DWARF may leave unnamed)
@@ -94,5 +94,62 @@ impl Btf {
     /// Whether the kernel has a BTF tracepoint of this name with a well-formed typedef.
     pub fn has_tracepoint(&self, tracepoint: &str) -> bool {
         self.tracepoint_proto(tracepoint).is_ok()
+    }
+}
+
+impl Btf {
+    /// The loaded module that declares `tracepoint` (where e.g. kyber is built as a module,
+    /// its `btf_trace_kyber_*` typedefs live only in `/sys/kernel/btf/kyber_iosched`), with
+    /// `self` (vmlinux) extended by that module's split BTF. `None`: no loaded module
+    /// declares it (the module is not loaded, or the kernel lacks the tracepoint).
+    pub fn with_module_of_tracepoint(
+        &self,
+        tracepoint: &str,
+    ) -> Result<Option<(String, Btf)>, BtfError> {
+        self.with_module_of_tracepoint_in(Path::new(SYS_BTF_DIR), tracepoint)
+    }
+
+    /// [`with_module_of_tracepoint`](Self::with_module_of_tracepoint) over the module BTF
+    /// files in `dir` (tests use a directory of their own).
+    pub fn with_module_of_tracepoint_in(
+        &self,
+        dir: &Path,
+        tracepoint: &str,
+    ) -> Result<Option<(String, Btf)>, BtfError> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(BtfError::Read {
+                    path: dir.to_owned(),
+                    source,
+                });
+            }
+        };
+        // The typedef's name as it sits in a string section: a module that does not hold
+        // these bytes cannot declare the tracepoint, so only the one that does is parsed (a
+        // distribution kernel has a hundred modules loaded, each with its own BTF).
+        let needle = format!("btf_trace_{tracepoint}\0");
+        let mut names: Vec<_> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| name != "vmlinux")
+            .collect();
+        names.sort();
+        for module in names {
+            let path = dir.join(&module);
+            let Ok(bytes) = std::fs::read(&path) else {
+                // Unloaded between the listing and the read.
+                continue;
+            };
+            if !bytes.windows(needle.len()).any(|w| w == needle.as_bytes()) {
+                continue;
+            }
+            let btf = Btf::parse_split(&bytes, self)?;
+            if btf.has_tracepoint(tracepoint) {
+                return Ok(Some((module, btf)));
+            }
+        }
+        Ok(None)
     }
 }

@@ -45,7 +45,7 @@ fn to_perfetto(
     args: &ConvertArgs,
     opts: &perfetto::Options,
 ) -> anyhow::Result<()> {
-    let file = std::fs::File::create(&args.output)
+    let file = iosched_core::output_file::create(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let out = args.output.display();
     let mut on_large = |w: perfetto::SizeWarning| {
@@ -142,7 +142,7 @@ fn to_recording(source: &mut dyn TraceSource, args: &ConvertArgs) -> anyhow::Res
     header
         .notes
         .push(format!("converted from {}", args.file.display()));
-    let file = std::fs::File::create(&args.output)
+    let file = iosched_core::output_file::create(&args.output)
         .with_context(|| format!("cannot create {}", args.output.display()))?;
     let mut writer = RecordingWriter::new(BufWriter::new(file), &header)?;
     while let Some(ev) = source.next_event() {

@@ -137,7 +137,10 @@ pub fn write_model_page(
 
 /// Writes the page and says where, with its size (stderr: stdout stays empty).
 pub fn write_page(path: &Path, page: &str) -> anyhow::Result<()> {
-    std::fs::write(path, page).with_context(|| format!("writing {}", path.display()))?;
+    use std::io::Write as _;
+    iosched_core::output_file::create(path)
+        .and_then(|mut f| f.write_all(page.as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))?;
     eprintln!(
         "report: wrote {} ({})",
         path.display(),

@@ -32,7 +32,7 @@ pub fn run(args: SynthArgs) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let header = Header::for_this_host(vec![device], std::env::args().collect());
-    let file = std::fs::File::create(&args.output)
+    let file = iosched_core::output_file::create(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let mut writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &header)?;
     let totals = synth::generate(&spec, |ev| writer.push(ev))?;
@@ -78,7 +78,7 @@ fn scenario(args: &SynthArgs, name: &str) -> anyhow::Result<ExitCode> {
     header
         .notes
         .push(format!("modelled scenario {name} under {}", args.sched));
-    let file = std::fs::File::create(&args.output)
+    let file = iosched_core::output_file::create(&args.output)
         .with_context(|| format!("creating {}", args.output.display()))?;
     let mut writer = RecordingWriter::new(BufWriter::with_capacity(1 << 20, file), &header)?;
     for ev in &events {

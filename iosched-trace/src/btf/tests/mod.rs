@@ -390,6 +390,57 @@ fn btf_split() {
     assert!(!base.has_tracepoint("kyber_latency"));
 }
 
+/// A module's tracepoint is found in the module whose split BTF declares it, not in
+/// another module nor in vmlinux; a module holding only a similar name (a string, no
+/// typedef) is no match; none at all gives `None`.
+#[test]
+fn module_of_tracepoint_is_the_module_declaring_it() {
+    let base_enc = test_encoder();
+    let base = Btf::parse(&base_enc.finish()).unwrap();
+    let void_ptr = (1..base.type_count() as u32)
+        .find(|&id| base.render(id) == "void *")
+        .unwrap();
+    let module = |tracepoint: Option<&str>, struct_name: &str| {
+        let mut e = Enc::split(&base_enc);
+        // A struct named like the typedef: its name is in the strings, but it is no
+        // tracepoint (the byte search alone would take it).
+        e.composite(KIND_STRUCT, struct_name, 4, &[("a", 2, 0, 0)]);
+        if let Some(tp) = tracepoint {
+            e.tracepoint(tp, &[("", void_ptr), ("dev", 2)]);
+        }
+        e.finish()
+    };
+    let dir = std::env::temp_dir().join(format!("iosched-modbtf-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("vmlinux"), base_enc.finish()).unwrap();
+    std::fs::write(dir.join("bfq"), module(None, "btf_trace_kyber_throttled")).unwrap();
+    std::fs::write(
+        dir.join("kyber_iosched"),
+        module(Some("kyber_throttled"), "x"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("loop"), module(Some("loop_thing"), "y")).unwrap();
+    let (name, btf) = base
+        .with_module_of_tracepoint_in(&dir, "kyber_throttled")
+        .unwrap()
+        .expect("found");
+    assert_eq!(name, "kyber_iosched");
+    assert_eq!(btf.tracepoint_params("kyber_throttled").unwrap().len(), 1);
+    assert!(!base.has_tracepoint("kyber_throttled"));
+    assert!(
+        base.with_module_of_tracepoint_in(&dir, "kyber_adjust")
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        base.with_module_of_tracepoint_in(&dir.join("absent"), "kyber_throttled")
+            .unwrap()
+            .is_none()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn btf_header_errors() {
     let good = test_encoder().finish();
