@@ -85,19 +85,21 @@ pub enum CaptureError {
 const FLUSH_EVERY: Duration = Duration::from_millis(20);
 
 /// A program and the tracepoint it hangs on (named alike).
-struct ProgramSpec {
-    name: &'static str,
+#[derive(Clone, Copy, Debug)]
+pub struct ProgramSpec {
+    pub name: &'static str,
     /// Needed for a useful recording; otherwise attached if the kernel has the tracepoint.
-    required: bool,
-    when: When,
+    pub required: bool,
+    pub when: When,
     /// The module that holds the tracepoint where it is not built in (kyber's on Debian):
     /// such a program is a raw tracepoint, which the kernel finds by name in modules too,
     /// and its prototype is checked against that module's BTF.
-    module: Option<&'static str>,
+    pub module: Option<&'static str>,
 }
 
-#[derive(PartialEq)]
-enum When {
+/// When a recording wants a program (beyond the kernel having its tracepoint).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
     Always,
     /// Only if a traced device is bio-based: request-based devices report their bios through
     /// the request completion instead, and this would double the completion events.
@@ -233,6 +235,82 @@ const PROGRAMS: &[ProgramSpec] = &[
     },
 ];
 
+/// Every program of the object, in attach order: `check` reports on the same list `record`
+/// attaches from.
+pub fn programs() -> &'static [ProgramSpec] {
+    PROGRAMS
+}
+
+/// Whether this binary carries the eBPF object (a build with `AYA_BUILD_SKIP` has none).
+pub fn has_programs() -> bool {
+    !EBPF_OBJECT.is_empty()
+}
+
+/// Size of the embedded eBPF object, bytes.
+pub fn object_bytes() -> usize {
+    EBPF_OBJECT.len()
+}
+
+/// Whether program `name`'s tracepoint can take it on this kernel: present in the kernel's
+/// BTF, with the arguments the program reads. `Err` is the reason `record` gives when it
+/// leaves an optional program out (and fails on a required one), so `check` says the same.
+/// A tracepoint of a module (kyber's where it is not built in) is looked up in that module's
+/// BTF, and is missing while the module is not loaded.
+pub fn tracepoint_usable(kernel_btf: &crate::btf::Btf, spec: &ProgramSpec) -> Result<(), String> {
+    let declared = declaring_btf(kernel_btf, spec)?;
+    crate::probe::check_prototype(&declared, spec.name).map_err(|e| e.to_string())
+}
+
+/// Whether `record --wakeups` can attach `sched_waking` here: `Err` is why not, as `record`
+/// notes it.
+pub fn wakeups_usable(kernel_btf: &crate::btf::Btf, layout: &KernelLayout) -> Result<(), String> {
+    if !kernel_btf.has_tracepoint(iosched_trace_common::PROG_WAKEUP) {
+        Err("tracepoint not in this kernel (--wakeups has no effect)".to_string())
+    } else if !layout.has_task_ids() {
+        Err(
+            "task_struct.pid/tgid not readable in this kernel's BTF (--wakeups has no effect)"
+                .to_string(),
+        )
+    } else {
+        Ok(())
+    }
+}
+
+/// What a trial load found: the programs the kernel took, and those left out with why.
+#[derive(Clone, Debug, Default)]
+pub struct Trial {
+    pub attached: Vec<&'static str>,
+    pub skipped: Vec<(&'static str, String)>,
+}
+
+/// Loads and attaches every program a recording can use (with `--extra-events` and
+/// `--wakeups`, and the bio-based ones), exactly as [`Capture::start`] does, with the device
+/// filter set to a device that cannot exist (0:0), so nothing is traced; then detaches.
+/// `check` runs it to learn whether the kernel's verifier takes the programs. Must run
+/// inside a tokio runtime, as [`Capture::start`].
+pub fn trial(layout: &KernelLayout, kernel_btf: &crate::btf::Btf) -> Result<Trial, CaptureError> {
+    let options = CaptureOptions {
+        disks: vec![Disk {
+            name: "trial".into(),
+            dev: Dev { major: 0, minor: 0 },
+            request_based: false,
+        }],
+        ring_size: 1 << 16,
+        wakeup_bytes: 0,
+        extra_events: true,
+        wakeups: true,
+        verbose: false,
+        programs: ProgramSet::All,
+        plug_events: false,
+    };
+    let mut capture = Capture::start(&options, layout, kernel_btf)?;
+    capture.detach()?;
+    Ok(Trial {
+        attached: std::mem::take(&mut capture.attached),
+        skipped: std::mem::take(&mut capture.skipped),
+    })
+}
+
 /// Which programs to attach: each one costs the traced workload on every event it sees.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ProgramSet {
@@ -319,21 +397,12 @@ impl Capture {
         // Without the tracepoint or the task fields, Q events need not feed the filter.
         let mut skipped = Vec::new();
         let wakeups = options.wakeups
-            && if !kernel_btf.has_tracepoint(iosched_trace_common::PROG_WAKEUP) {
-                skipped.push((
-                    iosched_trace_common::PROG_WAKEUP,
-                    "tracepoint not in this kernel (--wakeups has no effect)".to_string(),
-                ));
-                false
-            } else if !layout.has_task_ids() {
-                skipped.push((
-                    iosched_trace_common::PROG_WAKEUP,
-                    "task_struct.pid/tgid not readable in this kernel's BTF (--wakeups has no effect)"
-                        .to_string(),
-                ));
-                false
-            } else {
-                true
+            && match wakeups_usable(kernel_btf, layout) {
+                Ok(()) => true,
+                Err(why) => {
+                    skipped.push((iosched_trace_common::PROG_WAKEUP, why));
+                    false
+                }
             };
         let config = Config {
             self_tgid: std::process::id(),
@@ -390,20 +459,17 @@ impl Capture {
             if !wanted || !in_set {
                 continue;
             }
-            let declared = match declaring_btf(kernel_btf, spec) {
-                Ok(declared) => declared,
-                Err(why) if !spec.required => {
-                    skipped.push((spec.name, why));
-                    continue;
+            if let Err(why) = tracepoint_usable(kernel_btf, spec) {
+                if spec.required {
+                    return Err(CaptureError::Layout(format!("{}: {why}", spec.name)));
                 }
-                Err(why) => return Err(CaptureError::Layout(format!("{}: {why}", spec.name))),
+                skipped.push((spec.name, why));
+                continue;
+            }
+            let attached_one = match spec.module {
+                Some(_) => attach_raw(&mut ebpf, spec.name, options.verbose),
+                None => attach(&mut ebpf, spec.name, &btf, options.verbose),
             };
-            let attached_one = crate::probe::check_prototype(&declared, spec.name)
-                .map_err(|e| CaptureError::Layout(e.to_string()))
-                .and_then(|()| match spec.module {
-                    Some(_) => attach_raw(&mut ebpf, spec.name, options.verbose),
-                    None => attach(&mut ebpf, spec.name, &btf, options.verbose),
-                });
             match attached_one {
                 Ok(()) => attached.push(spec.name),
                 Err(e) if !spec.required => skipped.push((spec.name, e.to_string())),

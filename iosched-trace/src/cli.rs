@@ -10,10 +10,18 @@ use iosched_core::units::parse_size;
 
 use crate::devices::{Disk, Sysfs};
 
+/// `--version`: the release and the commit it was built from (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("IOSCHED_TRACE_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "iosched-trace",
-    version,
+    version = VERSION,
     about = "eBPF block-layer tracer: who waited, where, and what the I/O scheduler did meanwhile"
 )]
 pub struct Cli {
@@ -23,6 +31,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Whether this host can trace, and what a recording will get: kernel, BTF, lockdown,
+    /// privileges, tracepoints, the blk tracer, schedulers, devices. Exits non-zero, with the
+    /// reasons, when recording will not work.
+    Check(CheckArgs),
     /// Record every block-layer event of the given devices into a file.
     Record(RecordArgs),
     /// Print a trace (a recording, or blktrace files) as blkparse-style text (or JSON
@@ -54,6 +66,16 @@ pub enum Command {
     /// replay`): one JSON line per scheduler.
     #[command(hide = true)]
     ModelBench(ModelBenchArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// One JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Do not try loading the programs (the kernel's verifier's verdict is then not known).
+    #[arg(long)]
+    pub no_load: bool,
 }
 
 #[derive(Debug, clap::Args)]

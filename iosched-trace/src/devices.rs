@@ -109,8 +109,8 @@ impl Sysfs {
         })
     }
 
-    /// Every disk in /sys/block that has request-level events (blk-mq), sorted by name.
-    pub fn request_based_disks(&self) -> Result<Vec<Disk>, DeviceError> {
+    /// Every disk in /sys/block, request-based or not, sorted by name.
+    pub fn disks(&self) -> Result<Vec<Disk>, DeviceError> {
         let dir = self.root.join("block");
         let entries = fs::read_dir(&dir).map_err(|source| DeviceError::Sysfs {
             path: dir.clone(),
@@ -119,9 +119,15 @@ impl Sysfs {
         let mut disks: Vec<Disk> = entries
             .filter_map(|e| e.ok())
             .filter_map(|e| self.disk(&e.file_name().to_string_lossy()).ok())
-            .filter(|d| d.request_based)
             .collect();
         disks.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(disks)
+    }
+
+    /// Every disk in /sys/block that has request-level events (blk-mq), sorted by name.
+    pub fn request_based_disks(&self) -> Result<Vec<Disk>, DeviceError> {
+        let mut disks = self.disks()?;
+        disks.retain(|d| d.request_based);
         Ok(disks)
     }
 }
@@ -201,6 +207,8 @@ mod tests {
             .map(|d| d.name)
             .collect();
         assert_eq!(names, ["vdz"]);
+        let all: Vec<_> = sysfs.disks().unwrap().into_iter().map(|d| d.name).collect();
+        assert_eq!(all, ["vdz", "zram9"]);
     }
 
     #[test]

@@ -30,6 +30,8 @@
 //!   happens to them while recording (scheduler switched, removed, detached).
 //! - [`completions`]: the disks' own completion counters against the traced completions,
 //!   the check on what the programs missed.
+//! - [`host`]: what `check` reports about the host (BTF, lockdown, capabilities, tracepoints
+//!   as `record` decides on them, schedulers, disks) and the verdict over it.
 //! - [`capture`]: loading and attaching the eBPF programs, draining their ring buffer;
 //!   [`capture::session`], what `record` and `live` both run.
 //! - [`schedlog`]: the scheduler's own messages through the ftrace blk tracer.
@@ -49,6 +51,7 @@ pub mod commands;
 pub mod completions;
 pub mod device_watch;
 pub mod devices;
+pub mod host;
 pub mod live;
 pub mod preflight;
 pub mod probe;

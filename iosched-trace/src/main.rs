@@ -30,6 +30,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Check(args) => commands::check::run(args),
         Command::Record(args) => commands::record::run(args),
         Command::Dump(args) => commands::dump::run(args),
         Command::Report(args) => commands::report::run(args),

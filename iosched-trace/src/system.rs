@@ -140,7 +140,11 @@ impl CgroupPaths {
 
 /// This process's effective capabilities (`CapEff` of `/proc/self/status`).
 pub fn effective_capabilities() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_cap_eff(&std::fs::read_to_string("/proc/self/status").ok()?)
+}
+
+/// The `CapEff:` mask of a `/proc/PID/status` text.
+pub fn parse_cap_eff(status: &str) -> Option<u64> {
     let hex = status
         .lines()
         .find_map(|l| l.strip_prefix("CapEff:"))?

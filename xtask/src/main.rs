@@ -1,4 +1,4 @@
-//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|layout|demo|bench|disk|kernels|scenario|validate`.
+//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|dist|layout|demo|bench|disk|kernels|scenario|validate`.
 //!
 //! Nothing here is needed to read or use the product code; it only drives tools (rustup,
 //! cargo, apt-get, losetup, fio, the built `iosched-trace` binary) in the right order and
@@ -11,6 +11,7 @@ mod bench_replay;
 mod cmd;
 mod demo;
 mod disk;
+mod dist;
 mod kernels;
 mod layout;
 mod scenario;
@@ -44,6 +45,9 @@ enum Command {
     /// Setup, then fmt, layout, clippy, unit tests and (as root, or when CI is set) the
     /// real-kernel tests and the kernel matrix in qemu.
     Test,
+    /// Setup, then target/dist/: a static (musl) release binary, man pages, shell completions
+    /// and a Debian package of them; prints their paths.
+    Dist,
     /// The layout rules: no import cycle among a crate's modules, crates depending only on
     /// lower layers (exits non-zero, naming each cycle or dependency, when one is broken).
     Layout,
@@ -129,6 +133,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Setup => setup::run().map(|()| ExitCode::SUCCESS),
         Command::Build => build().map(|_| ExitCode::SUCCESS),
         Command::Test => test::run().map(|()| ExitCode::SUCCESS),
+        Command::Dist => dist::run().map(|_| ExitCode::SUCCESS),
         Command::Layout => layout::run().map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => demo::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Bench(BenchCommand::Capture(args)) => bench::capture(&args),

@@ -69,6 +69,7 @@ const MOUNTS: &[(&str, &str)] = &[
 pub fn run() -> anyhow::Result<()> {
     rust_src().context("setup: rust-src for the nightly toolchain")?;
     bpf_linker().context("setup: bpf-linker")?;
+    musl_target().context("setup: the musl target (cargo xtask dist)")?;
     packages().context("setup: Debian packages")?;
     python_packages().context("setup: Python packages")?;
     for &(fstype, target) in MOUNTS {
@@ -98,6 +99,20 @@ fn rust_src() -> anyhow::Result<()> {
         NIGHTLY,
     ]))?;
     println!("setup: rust-src installed");
+    Ok(())
+}
+
+/// The target of `cargo xtask dist`'s static binary.
+pub const MUSL_TARGET: &str = "x86_64-unknown-linux-musl";
+
+fn musl_target() -> anyhow::Result<()> {
+    let installed = cmd::output(Command::new("rustup").args(["target", "list", "--installed"]))?;
+    if installed.lines().any(|l| l.trim() == MUSL_TARGET) {
+        println!("setup: {MUSL_TARGET} ok");
+        return Ok(());
+    }
+    cmd::run(Command::new("rustup").args(["target", "add", MUSL_TARGET]))?;
+    println!("setup: {MUSL_TARGET} installed");
     Ok(())
 }
 

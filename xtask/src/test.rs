@@ -109,6 +109,11 @@ pub fn run() -> anyhow::Result<()> {
                 "iosched-hdd",
             ]),
         ));
+        // The static binary and the package, for tests/tests/dist.rs (which, under CI, fail
+        // without them): this binary again, `cargo xtask dist`.
+        let mut dist = Command::new(env::current_exe().context("finding the xtask binary")?);
+        dist.arg("dist");
+        steps.push(("dist", dist));
         // --no-fail-fast: one failing test file must not hide whether the others pass.
         let mut c = cargo(&[
             "test",
@@ -129,6 +134,9 @@ pub fn run() -> anyhow::Result<()> {
             "IOSCHED_HDD_BIN",
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/iosched-hdd"),
         );
+        let artifacts = crate::dist::artifacts(&cmd::target_dir()?);
+        c.env(crate::dist::STATIC_BIN_ENV, &artifacts.static_bin);
+        c.env(crate::dist::DEB_ENV, &artifacts.deb);
         steps.push(("real-kernel tests", c));
         // The same kernel-dependent tests inside Debian's 6.1 and 6.12 (docs/KERNELS.md):
         // measured ~60-100 s per kernel under TCG, the kernels cached after the first run.

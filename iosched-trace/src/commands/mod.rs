@@ -6,6 +6,7 @@
 //! hold argument syntax (`cli`), rendering (`views`), or what the kernel side or the models
 //! compute: a command calls them.
 //!
+//! - [`check`]: can this host trace, and what will it get.
 //! - [`record`], [`live`]: the kernel side (need root); [`calibrate`]: the host's scheduler
 //!   costs (root).
 //! - [`dump`], [`report`], [`convert`]: a trace read back.
@@ -14,6 +15,7 @@
 //!   call them).
 
 pub mod calibrate;
+pub mod check;
 pub mod convert;
 pub mod dump;
 pub mod explain;

@@ -3,6 +3,7 @@
 //! explanations) and computes nothing of its own beyond formatting.
 //!
 //! - [`calibrate`]: `calibrate`'s table.
+//! - [`check`]: `check`'s lines, one per fact about the host.
 //! - [`dump`]: `dump`, every event of a trace as blkparse-style text or JSON lines.
 //! - [`report`]: `report`'s text, the report laid out in sections and columns.
 //! - [`replay`]: `replay`'s text.
@@ -20,6 +21,7 @@
 //! warnings to stderr unless told not to).
 
 pub mod calibrate;
+pub mod check;
 pub mod dump;
 pub mod explain;
 pub mod html;

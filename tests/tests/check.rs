@@ -1,0 +1,245 @@
+//! Real kernel: `iosched-trace check` on this host, each of its lines against what the host
+//! says by other means (uname, sysfs, tracefs's event directories) and against what `record`
+//! then does: the optional tracepoints `check` says are missing are exactly those `record -v`
+//! notes as not attached, and it attaches as many programs as `check` found usable. Run as
+//! root, serially (`cargo xtask test`).
+
+use std::{
+    collections::BTreeSet,
+    fs,
+    path::Path,
+    process::{Command, Stdio},
+};
+
+use iosched_core::record::RecordingReader;
+use iosched_trace_tests::{
+    ScratchLoop, binary, dd, real_kernel_available, record, run, scratch_dir,
+};
+use serde_json::Value;
+
+fn check_json() -> Value {
+    let out = Command::new(binary())
+        .args(["check", "--json"])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(out.status.success(), "check failed: {doc:#}");
+    doc
+}
+
+/// The tracefs event directory of a tracepoint (its system is the part before the first
+/// `_`, but for the block layer's).
+fn tracefs_event_dir(name: &str) -> std::path::PathBuf {
+    let system = match name.split('_').next().unwrap() {
+        "block" => "block",
+        "kyber" => "kyber",
+        "wbt" => "wbt",
+        "sched" => "sched",
+        other => panic!("unknown tracepoint system {other}"),
+    };
+    Path::new("/sys/kernel/tracing/events")
+        .join(system)
+        .join(name)
+}
+
+#[test]
+fn check_says_what_this_host_is_and_record_agrees() {
+    if !real_kernel_available("check_says_what_this_host_is_and_record_agrees") {
+        return;
+    }
+    let disk = ScratchLoop::new("check", 64, "bfq").unwrap();
+    let doc = check_json();
+    assert_eq!(doc["ok"], true, "{doc:#}");
+    assert_eq!(doc["problems"], serde_json::json!([]));
+
+    // Kernel, BTF, privileges: as uname and sysfs say.
+    let uname = run(Command::new("uname").arg("-r")).unwrap();
+    assert_eq!(doc["kernel_release"], uname.trim());
+    let vmlinux = fs::metadata("/sys/kernel/btf/vmlinux").unwrap();
+    assert_eq!(doc["btf"]["vmlinux"], true);
+    assert_eq!(doc["btf"]["vmlinux_bytes"], vmlinux.len());
+    let mut modules: Vec<String> = fs::read_dir("/sys/kernel/btf")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != "vmlinux")
+        .collect();
+    modules.sort();
+    assert_eq!(doc["btf"]["modules"], serde_json::json!(modules));
+    assert_eq!(doc["capabilities"]["uid"], 0);
+    assert_eq!(doc["capabilities"]["missing"], serde_json::json!([]));
+    match fs::read_to_string("/sys/kernel/security/lockdown") {
+        Ok(text) => assert!(
+            text.contains(&format!("[{}]", doc["lockdown"]["mode"].as_str().unwrap())),
+            "{text} against {}",
+            doc["lockdown"]
+        ),
+        Err(_) => assert_eq!(doc["lockdown"]["mode"], Value::Null),
+    }
+
+    // Each tracepoint check calls present is one tracefs has, and the other way round.
+    let tracepoints = doc["tracepoints"].as_array().unwrap();
+    assert!(tracepoints.len() >= 19, "{tracepoints:?}");
+    let mut missing = BTreeSet::new();
+    let mut usable = BTreeSet::new();
+    for t in tracepoints {
+        let name = t["name"].as_str().unwrap();
+        let present = t["missing"].is_null();
+        if name != "sched_waking" {
+            assert_eq!(
+                tracefs_event_dir(name).is_dir(),
+                present,
+                "{name}: check says {t}"
+            );
+        }
+        if present {
+            usable.insert(name.to_string());
+        } else {
+            assert_eq!(
+                t["required"], false,
+                "a required tracepoint is missing: {t}"
+            );
+            missing.insert(name.to_string());
+        }
+    }
+    // The trial load attached every usable one and skipped every missing one.
+    let load = &doc["load"];
+    assert_eq!(load["tried"], true);
+    let attached: BTreeSet<String> = load["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(attached, usable);
+    let skipped: BTreeSet<String> = load["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(skipped, missing);
+
+    // The scratch disk: request-based, on bfq; the schedulers check calls registered are
+    // those its queue offers.
+    let device = doc["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == disk.name())
+        .unwrap_or_else(|| panic!("{} not in {}", disk.name(), doc["devices"]));
+    assert_eq!(device["request_based"], true);
+    assert_eq!(device["scheduler"], "bfq");
+    let (major, minor) = disk.dev_numbers().unwrap();
+    assert_eq!(device["dev"], format!("{major}:{minor}"));
+    let offered = fs::read_to_string(disk.queue_path("scheduler")).unwrap();
+    let offered: BTreeSet<&str> = offered
+        .split_whitespace()
+        .map(|w| w.trim_matches(['[', ']']))
+        .filter(|w| *w != "none")
+        .collect();
+    let registered: BTreeSet<&str> = doc["schedulers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["registered"] == true)
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(registered, offered);
+    // A bio-based disk (zram here) is one sysfs gives no `mq` directory.
+    for d in doc["devices"].as_array().unwrap() {
+        let mq = Path::new("/sys/block")
+            .join(d["name"].as_str().unwrap())
+            .join("mq");
+        assert_eq!(d["request_based"], mq.is_dir(), "{d}");
+    }
+
+    // record -v with every optional program asked for: the programs it leaves out are the
+    // ones check found missing (bio completions are not wanted for a request-based disk).
+    let out = scratch_dir("check-rec").unwrap();
+    let file = out.path().join("rec.istrace");
+    let mut recorder = record(
+        &[disk.name()],
+        &file,
+        &["-v", "--extra-events", "--wakeups"],
+    )
+    .unwrap();
+    dd(&[
+        "if=/dev/zero",
+        &format!("of={}", disk.dev().display()),
+        "bs=4096",
+        "count=16",
+        "oflag=direct",
+    ])
+    .unwrap();
+    recorder.stop().unwrap();
+    let said = recorder.said();
+    let not_attached: BTreeSet<String> = said
+        .iter()
+        .filter_map(|l| l.strip_prefix("note: optional program "))
+        .filter_map(|l| l.split_once(" not attached"))
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let mut expected_missing = missing.clone();
+    expected_missing.remove("block_bio_complete");
+    assert_eq!(not_attached, expected_missing, "record said: {said:#?}");
+    let ready = said
+        .iter()
+        .find_map(|l| l.strip_prefix("recording: ready ("))
+        .unwrap_or_else(|| panic!("no ready line in {said:#?}"));
+    let count: usize = ready.split_whitespace().next().unwrap().parse().unwrap();
+    let wanted_usable = usable.iter().filter(|n| *n != "block_bio_complete").count();
+    assert_eq!(count, wanted_usable, "{ready}");
+
+    // sched-log: where check says it works, record --sched-log on the bfq disk gets BFQ's
+    // messages.
+    if doc["sched_log"]["works"] == true {
+        let file = out.path().join("log.istrace");
+        let mut recorder = record(&[disk.name()], &file, &["--sched-log"]).unwrap();
+        dd(&[
+            "if=/dev/zero",
+            &format!("of={}", disk.dev().display()),
+            "bs=4096",
+            "count=64",
+            "oflag=direct",
+        ])
+        .unwrap();
+        recorder.stop().unwrap();
+        let mut reader = RecordingReader::open(&file).unwrap();
+        while let Some(ev) = reader.next_event() {
+            ev.unwrap();
+        }
+        assert!(
+            !reader.notes().is_empty(),
+            "check said --sched-log works, but no BFQ message was recorded"
+        );
+    }
+}
+
+/// The text: one line per fact, each a key and its words, the verdict last; exit 0.
+#[test]
+fn check_text_is_one_line_per_fact() {
+    if !real_kernel_available("check_text_is_one_line_per_fact") {
+        return;
+    }
+    let doc = check_json();
+    let text = run(Command::new(binary()).arg("check")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let count = |key: &str| {
+        lines
+            .iter()
+            .filter(|l| l.split("  ").next() == Some(key))
+            .count()
+    };
+    assert_eq!(count("kernel"), 1, "{text}");
+    assert_eq!(
+        count("tracepoint"),
+        doc["tracepoints"].as_array().unwrap().len()
+    );
+    assert_eq!(count("device"), doc["devices"].as_array().unwrap().len());
+    assert_eq!(count("scheduler"), 3);
+    assert_eq!(lines.last(), Some(&"verdict      recording will work"));
+    // Fixed facts in words: the kernel line is uname's.
+    let uname = run(Command::new("uname").arg("-r")).unwrap();
+    assert_eq!(lines[0], format!("kernel       {}", uname.trim()));
+}
