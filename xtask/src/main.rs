@@ -1,4 +1,4 @@
-//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|dist|layout|demo|bench|disk|kernels|scenario|validate`.
+//! Developer workflows for iosched-trace: `cargo xtask setup|build|test|dist|layout|demo|bench|disk|kernels|fuzz|scenario|validate`.
 //!
 //! Nothing here is needed to read or use the product code; it only drives tools (rustup,
 //! cargo, apt-get, losetup, fio, the built `iosched-trace` binary) in the right order and
@@ -12,6 +12,7 @@ mod cmd;
 mod demo;
 mod disk;
 mod dist;
+mod fuzz;
 mod kernels;
 mod layout;
 mod scenario;
@@ -63,6 +64,8 @@ enum Command {
     /// The kernel matrix: boot Debian's 6.1 and 6.12 kernels in qemu and run the
     /// kernel-dependent real-kernel tests inside each (docs/KERNELS.md; root).
     Kernels(kernels::KernelsArgs),
+    /// Run the fuzz targets of fuzz/ (cargo-fuzz, nightly) from the committed seeds.
+    Fuzz(fuzz::FuzzArgs),
     /// Run a seed scenario on the emulated disk, record and report every run, compare (root).
     Scenario(scenario::ScenarioArgs),
     /// The scheduler model against the test bed: every scenario recorded under `none`,
@@ -143,6 +146,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Html(args)) => bench_html::html(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),
         Command::Kernels(args) => kernels::run(&args).map(|()| ExitCode::SUCCESS),
+        Command::Fuzz(args) => fuzz::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Scenario(args) => scenario::run(&args).map(|()| ExitCode::SUCCESS),
         Command::Validate(args) => validate::run(&args).map(|()| ExitCode::SUCCESS),
     }
