@@ -23,8 +23,38 @@ use iosched_model::{bfqlog, device::DeviceModel, replay::Replayer};
 
 use crate::{schedlog, views::dump};
 
-/// A recording of ours: dumped, reported and replayed (workload extraction and device fit).
+/// A recording of ours: dumped, reported and replayed (workload extraction and device fit),
+/// as it is and with its chunks' CRCs made right, so that damage inside a chunk reaches the
+/// decoders behind the CRC check instead of stopping at it.
 pub fn recording(data: &[u8]) {
+    read_recording(data);
+    let fixed = with_chunk_crcs_fixed(data);
+    if fixed != data {
+        read_recording(&fixed);
+    }
+}
+
+/// `data` with the CRC of every whole chunk (a chunk magic, a declared length that fits)
+/// recomputed over its type, length and payload; anything else left as it is.
+fn with_chunk_crcs_fixed(data: &[u8]) -> Vec<u8> {
+    use iosched_core::record::{CHUNK_HEADER_LEN, CHUNK_MAGIC, FILE_HEADER_LEN, chunk_crc};
+    let mut out = data.to_vec();
+    let mut at = FILE_HEADER_LEN;
+    while at + CHUNK_HEADER_LEN <= out.len() && out[at..at + 4] == CHUNK_MAGIC {
+        let word = |i: usize| u32::from_le_bytes(out[i..i + 4].try_into().unwrap());
+        let (typ, len) = (word(at + 4), word(at + 8) as usize);
+        let payload = at + CHUNK_HEADER_LEN;
+        let Some(end) = payload.checked_add(len).filter(|&e| e <= out.len()) else {
+            break;
+        };
+        let crc = chunk_crc(typ, &[&out[payload..end]]);
+        out[at + 12..at + 16].copy_from_slice(&crc.to_le_bytes());
+        at = end;
+    }
+    out
+}
+
+fn read_recording(data: &[u8]) {
     let open = || -> Option<RecordingSource<Cursor<Vec<u8>>>> {
         let reader = RecordingReader::new(Cursor::new(data.to_vec())).ok()?;
         Some(RecordingSource::new(Path::new("fuzz.istrace"), reader))

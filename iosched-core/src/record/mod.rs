@@ -22,7 +22,7 @@ use crate::event::{Comm, Dev, EventKind, Op, ReqFlags};
 
 pub use codec::{
     CHUNK_HEADER_LEN, CHUNK_MAGIC, EVENT_RECORD_SIZE, EVENTS_PREFIX_LEN, FILE_HEADER_LEN,
-    FILE_MAGIC, FORMAT_MAJOR, FORMAT_MINOR, MAX_CHUNK_PAYLOAD, chunk_type,
+    FILE_MAGIC, FORMAT_MAJOR, FORMAT_MINOR, MAX_CHUNK_PAYLOAD, chunk_crc, chunk_type,
 };
 pub use host::{CpuSample, CpuUse, DEFAULT_COSTS_SOURCE, HostProfile, SchedCost};
 pub use order::{ChunkOrdered, TimeOrdered, Timed};
