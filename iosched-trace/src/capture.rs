@@ -38,6 +38,11 @@ use iosched_core::{
 /// The compiled eBPF object, built by build.rs.
 static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/iosched-trace"));
 
+/// Program kinds as a load error names them: a BTF-typed tracepoint, or a raw one (the
+/// kyber programs, whose tracepoints may live in a module, and the flush program).
+pub const TP_BTF: &str = "tracing, attach type tp_btf";
+pub const RAW_TP: &str = "raw_tracepoint";
+
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
     #[error(
@@ -51,10 +56,12 @@ pub enum CaptureError {
     #[error("cannot prepare the eBPF object: {0}")]
     Object(String),
     #[error(
-        "the kernel refused to load program {program} (BPF program type tracing, attach type tp_btf): {reason}{log}"
+        "the kernel refused to load program {program} (BPF program type {kind}): {reason}{log}"
     )]
     Load {
         program: &'static str,
+        /// [`TP_BTF`] or [`RAW_TP`]: what the kernel was asked to load.
+        kind: &'static str,
         reason: String,
         /// The verifier log, only filled in verbose mode.
         log: String,
@@ -678,21 +685,23 @@ fn load_flush(ebpf: &mut Ebpf, verbose: bool) -> Result<ProgramFd, CaptureError>
         .program_mut(PROG_FLUSH)
         .ok_or_else(|| CaptureError::Load {
             program: PROG_FLUSH,
+            kind: RAW_TP,
             reason: "not in the eBPF object".into(),
             log: String::new(),
         })?
         .try_into()
         .map_err(|e: ProgramError| CaptureError::Load {
             program: PROG_FLUSH,
+            kind: RAW_TP,
             reason: e.to_string(),
             log: String::new(),
         })?;
     program
         .load()
-        .map_err(|e| load_error(PROG_FLUSH, e, verbose))?;
+        .map_err(|e| load_error(PROG_FLUSH, RAW_TP, e, verbose))?;
     let fd = program
         .fd()
-        .map_err(|e| load_error(PROG_FLUSH, e, verbose))?;
+        .map_err(|e| load_error(PROG_FLUSH, RAW_TP, e, verbose))?;
     fd.try_clone().map_err(CaptureError::Ring)
 }
 
@@ -789,18 +798,20 @@ fn attach(
         .program_mut(name)
         .ok_or_else(|| CaptureError::Load {
             program: name,
+            kind: TP_BTF,
             reason: "not in the eBPF object".into(),
             log: String::new(),
         })?
         .try_into()
         .map_err(|e: ProgramError| CaptureError::Load {
             program: name,
+            kind: TP_BTF,
             reason: e.to_string(),
             log: String::new(),
         })?;
     program
         .load(name, btf)
-        .map_err(|e| load_error(name, e, verbose))?;
+        .map_err(|e| load_error(name, TP_BTF, e, verbose))?;
     program.attach().map_err(|source| CaptureError::Attach {
         program: name,
         source,
@@ -867,16 +878,20 @@ fn attach_raw(ebpf: &mut Ebpf, name: &'static str, verbose: bool) -> Result<(), 
         .program_mut(name)
         .ok_or_else(|| CaptureError::Load {
             program: name,
+            kind: RAW_TP,
             reason: "not in the eBPF object".into(),
             log: String::new(),
         })?
         .try_into()
         .map_err(|e: ProgramError| CaptureError::Load {
             program: name,
+            kind: RAW_TP,
             reason: e.to_string(),
             log: String::new(),
         })?;
-    program.load().map_err(|e| load_error(name, e, verbose))?;
+    program
+        .load()
+        .map_err(|e| load_error(name, RAW_TP, e, verbose))?;
     program
         .attach(name)
         .map_err(|source| CaptureError::Attach {
@@ -919,7 +934,12 @@ fn object_error(error: &aya::EbpfError) -> CaptureError {
     CaptureError::Object(msg)
 }
 
-fn load_error(program: &'static str, error: ProgramError, verbose: bool) -> CaptureError {
+fn load_error(
+    program: &'static str,
+    kind: &'static str,
+    error: ProgramError,
+    verbose: bool,
+) -> CaptureError {
     let (reason, log) = match &error {
         ProgramError::LoadError {
             io_error,
@@ -942,6 +962,7 @@ fn load_error(program: &'static str, error: ProgramError, verbose: bool) -> Capt
     };
     CaptureError::Load {
         program,
+        kind,
         reason,
         log,
     }

@@ -60,8 +60,7 @@ pub fn run(args: &FuzzArgs) -> anyhow::Result<()> {
     let mut failed = Vec::new();
     for target in targets {
         let scratch = cmd::target_dir()?.join("fuzz-corpus").join(target);
-        fs::create_dir_all(&scratch)
-            .with_context(|| format!("creating {}", scratch.display()))?;
+        fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
         let mut c = Command::new("cargo");
         c.current_dir(&fuzz)
             // The fuzz build must not build the eBPF object (build.rs writes a stub).
@@ -93,7 +92,11 @@ pub fn run(args: &FuzzArgs) -> anyhow::Result<()> {
             args.seconds,
             corpus,
             stat("stat::peak_rss_mb"),
-            if out.status.success() { "no crash" } else { "FAILED" }
+            if out.status.success() {
+                "no crash"
+            } else {
+                "FAILED"
+            }
         );
         if !out.status.success() {
             let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
