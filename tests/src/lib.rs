@@ -27,6 +27,26 @@ pub use iosched_testbed::{loop_device::LoopDevice, recorder::Recorder, tempdir::
 /// real kernel fails instead of skipping.
 pub const REQUIRE_ENV: &str = "IOSCHED_TRACE_REQUIRE_ROOT_TESTS";
 
+/// Whether python3 can import `module` (an oracle from PyPI's `package`). Missing in CI (or
+/// where the real-kernel tests must run) is a failure, never a skip.
+pub fn python_module_available(test: &str, module: &str, package: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        return true;
+    }
+    let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+    if ci || std::env::var_os(REQUIRE_ENV).is_some() {
+        panic!(
+            "{test}: needs python3 with the PyPI `{package}` package (`cargo xtask setup` installs it)"
+        );
+    }
+    eprintln!("SKIPPED {test}: python3 cannot import {module} (pip install {package})");
+    false
+}
+
 /// Whether real-kernel tests can run here. Without root they skip with a message, unless
 /// [`REQUIRE_ENV`] is set, in which case they fail loudly.
 pub fn real_kernel_available(test: &str) -> bool {

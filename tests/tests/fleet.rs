@@ -14,29 +14,13 @@ use std::{
 use serde_json::Value;
 
 use iosched_trace_tests::{
-    REQUIRE_ENV, binary, fio,
+    binary, fio,
     hdd::{self, Hdd},
-    real_kernel_available, record, report_json, run, scratch_dir,
+    python_module_available, real_kernel_available, record, report_json, run, scratch_dir,
 };
 
-/// Whether python3 can import duckdb. Missing in CI (or where the real-kernel tests must
-/// run) is a failure, never a skip.
 fn duckdb_available(test: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import duckdb"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
-        return true;
-    }
-    let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
-    if ci || std::env::var_os(REQUIRE_ENV).is_some() {
-        panic!(
-            "{test}: needs python3 with the PyPI `duckdb` package (`cargo xtask setup` installs it)"
-        );
-    }
-    eprintln!("SKIPPED {test}: python3 cannot import duckdb (pip install duckdb)");
-    false
+    python_module_available(test, "duckdb", "duckdb")
 }
 
 fn fleet_md() -> String {

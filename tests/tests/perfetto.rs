@@ -23,31 +23,16 @@ use iosched_core::{
     trace_file,
 };
 use iosched_trace_tests::{
-    Mount, REQUIRE_ENV, ScratchLoop, binary, dd, read_recording, real_kernel_available, record,
-    report_json, run, scratch_dir,
+    Mount, ScratchLoop, binary, dd, python_module_available, read_recording, real_kernel_available,
+    record, report_json, run, scratch_dir,
 };
 
-/// Whether python3 can import Perfetto's descriptors. Missing in CI (or where the real-kernel
-/// tests must run) is a failure, never a skip.
 fn decoder_available(test: &str) -> bool {
-    let ok = Command::new("python3")
-        .args([
-            "-c",
-            "import perfetto.protos.perfetto.trace.perfetto_trace_pb2",
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    if ok {
-        return true;
-    }
-    let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
-    if ci || std::env::var_os(REQUIRE_ENV).is_some() {
-        panic!(
-            "{test}: needs python3 with the PyPI `perfetto` package (`cargo xtask setup` installs it)"
-        );
-    }
-    eprintln!("SKIPPED {test}: python3 cannot import the perfetto package (pip install perfetto)");
-    false
+    python_module_available(
+        test,
+        "perfetto.protos.perfetto.trace.perfetto_trace_pb2",
+        "perfetto",
+    )
 }
 
 fn decode_script() -> PathBuf {
