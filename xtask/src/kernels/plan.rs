@@ -270,6 +270,12 @@ pub fn init_script(modules: &[(std::path::PathBuf, String)], tests: &[GuestTest]
             s.push_str(&insmod(m));
         }
     }
+    // securityfs, as a Debian host's systemd mounts it: the early tests ran without it
+    // (`check` must then say it cannot read lockdown and why), the late ones read lockdown.
+    s.push_str(
+        "mount -t securityfs securityfs /sys/kernel/security\n\
+         say NOTE lockdown: $(cat /sys/kernel/security/lockdown)\n",
+    );
     for t in tests.iter().filter(|t| !t.early) {
         s.push_str(&run(t));
     }
@@ -407,6 +413,11 @@ mod tests {
                 )
         );
         assert!(at("insmod /modules/kyber-iosched.ko") < at("run capture::known_writes_none"));
+        assert!(at("run check::check_text") < at("mount -t securityfs"));
+        assert!(
+            at("mount -t securityfs")
+                < at("run check::check_says_what_this_host_is_and_record_agrees@")
+        );
         assert!(init.contains(
             "grep -qF 'kyber is a module in this kernel (kyber_iosched) and not loaded yet'"
         ));
