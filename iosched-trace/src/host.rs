@@ -113,7 +113,8 @@ pub enum Presence {
     Registered,
     /// A module, loaded.
     ModuleLoaded,
-    /// A module file under `/lib/modules/RELEASE`, not loaded (`modprobe` it).
+    /// A module (in `/lib/modules/RELEASE`'s modules.dep or a file there), not loaded
+    /// (`modprobe` it).
     ModuleNotLoaded,
     Absent,
 }
@@ -356,15 +357,23 @@ impl Host {
             .and_then(|d| fs::read_to_string(d.join("modules.builtin")).ok())
             .map(|t| parse_modules_builtin(&t))
             .unwrap_or_default();
+        // modules.dep too, as `record` reads it to name a module not loaded yet: the two must
+        // agree, also where the module files live elsewhere (the kernel matrix's guests).
+        let dep = modules_dir
+            .as_ref()
+            .and_then(|d| fs::read_to_string(d.join("modules.dep")).ok())
+            .map(|t| parse_modules_dep(&t))
+            .unwrap_or_default();
         SCHEDULERS
             .iter()
             .map(|&(name, module, file)| {
                 let is_registered = registered.iter().any(|r| r == name);
-                let has_file = modules_dir.as_ref().is_some_and(|d| {
-                    ["ko", "ko.xz", "ko.zst", "ko.gz"]
-                        .iter()
-                        .any(|ext| d.join(format!("kernel/block/{file}.{ext}")).exists())
-                });
+                let has_file = dep.iter().any(|d| d == file)
+                    || modules_dir.as_ref().is_some_and(|d| {
+                        ["ko", "ko.xz", "ko.zst", "ko.gz"]
+                            .iter()
+                            .any(|ext| d.join(format!("kernel/block/{file}.{ext}")).exists())
+                    });
                 let presence = classify(
                     builtin.iter().any(|b| b == file || b == module),
                     loaded.as_ref().map(|l| l.iter().any(|m| m == module)),
@@ -383,7 +392,8 @@ impl Host {
 }
 
 /// How a scheduler is present, from: listed in `modules.builtin`; in `/proc/modules`
-/// (`None`: no such file, a kernel without modules); a module file exists; registered.
+/// (`None`: no such file, a kernel without modules); a module file exists (or modules.dep
+/// lists it); registered.
 pub fn classify(
     in_builtin: bool,
     loaded: Option<bool>,
@@ -418,6 +428,17 @@ pub fn parse_modules_builtin(text: &str) -> Vec<String> {
     text.lines()
         .filter_map(|l| l.trim().rsplit('/').next())
         .filter_map(|f| f.strip_suffix(".ko"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The module file stems of `modules.dep`'s entries (`kernel/block/kyber-iosched.ko.xz: ...`
+/// -> `kyber-iosched`).
+pub fn parse_modules_dep(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.split(':').next()?.trim().rsplit('/').next())
+        .filter_map(|f| f.split_once(".ko").map(|(stem, _)| stem))
+        .filter(|stem| !stem.is_empty())
         .map(str::to_string)
         .collect()
 }
@@ -604,6 +625,12 @@ mod tests {
             parse_modules_builtin("kernel/block/mq-deadline.ko\nkernel/fs/ext4/ext4.ko\n\n"),
             ["mq-deadline", "ext4"]
         );
+        assert_eq!(
+            parse_modules_dep(
+                "kernel/block/kyber-iosched.ko.xz:\nkernel/a/x.ko: kernel/a/y.ko\n\nbogus\n"
+            ),
+            ["kyber-iosched", "x"]
+        );
     }
 
     /// A fake host: a 6.1 kernel whose kyber is a loaded module, bfq a module file not
@@ -629,7 +656,12 @@ mod tests {
             "lib/modules/6.1.0-47-cloud-amd64/modules.builtin",
             "kernel/block/mq-deadline.ko\n",
         );
-        w("lib/modules/6.1.0-47-cloud-amd64/kernel/block/bfq.ko", "");
+        // bfq only through modules.dep (as in the kernel matrix's guests, whose module files
+        // are elsewhere): still a module not loaded, as `record` says.
+        w(
+            "lib/modules/6.1.0-47-cloud-amd64/modules.dep",
+            "kernel/block/bfq.ko.xz:\nkernel/block/kyber-iosched.ko:\n",
+        );
         w(
             "lib/modules/6.1.0-47-cloud-amd64/kernel/block/kyber-iosched.ko",
             "",

@@ -74,7 +74,21 @@ fn check_says_what_this_host_is_and_record_agrees() {
             "{text} against {}",
             doc["lockdown"]
         ),
-        Err(_) => assert_eq!(doc["lockdown"]["mode"], Value::Null),
+        // No lockdown file: either securityfs is not mounted (the kernel matrix's guests do
+        // not mount it) or the kernel has no lockdown LSM; check must say which.
+        Err(_) => {
+            assert_eq!(doc["lockdown"]["mode"], Value::Null);
+            let mounted = fs::read_to_string("/proc/self/mounts")
+                .unwrap()
+                .lines()
+                .any(|l| l.split_whitespace().nth(2) == Some("securityfs"));
+            let source = doc["lockdown"]["source"].as_str().unwrap();
+            assert_eq!(
+                source.starts_with("securityfs is not mounted"),
+                !mounted,
+                "{source}"
+            );
+        }
     }
 
     // Each tracepoint check calls present is one tracefs has, and the other way round.
@@ -146,6 +160,40 @@ fn check_says_what_this_host_is_and_record_agrees() {
         .map(|s| s["name"].as_str().unwrap())
         .collect();
     assert_eq!(registered, offered);
+    // How each scheduler is present, against /proc/modules and the kernel's module lists
+    // (on the host all three are built in; in Debian's 6.1 guest mq-deadline is built in,
+    // bfq a loaded module and kyber a module not loaded yet).
+    let release = uname.trim();
+    let modules_file = |name: &str| {
+        fs::read_to_string(format!("/lib/modules/{release}/{name}")).unwrap_or_default()
+    };
+    let (builtin, dep) = (modules_file("modules.builtin"), modules_file("modules.dep"));
+    let loaded = fs::read_to_string("/proc/modules").ok();
+    let mut not_loaded = Vec::new();
+    for s in doc["schedulers"].as_array().unwrap() {
+        let (name, module) = (s["name"].as_str().unwrap(), s["module"].as_str().unwrap());
+        let file = format!("kernel/block/{}.ko", module.replace('_', "-"));
+        let listed = |text: &str| text.lines().any(|l| l.starts_with(&file));
+        let is_loaded = loaded
+            .as_deref()
+            .map(|t| t.lines().any(|l| l.split(' ').next() == Some(module)));
+        let expected = if listed(&builtin) || (is_loaded.is_none() && s["registered"] == true) {
+            "built-in"
+        } else if is_loaded == Some(true) {
+            "module-loaded"
+        } else if listed(&dep) {
+            "module-not-loaded"
+        } else if s["registered"] == true {
+            "registered"
+        } else {
+            "absent"
+        };
+        assert_eq!(s["presence"], expected, "{s} ({file})");
+        if expected == "module-not-loaded" {
+            not_loaded.push((name, module));
+        }
+    }
+
     // A bio-based disk (zram here) is one sysfs gives no `mq` directory.
     for d in doc["devices"].as_array().unwrap() {
         let mq = Path::new("/sys/block")
@@ -174,15 +222,49 @@ fn check_says_what_this_host_is_and_record_agrees() {
     .unwrap();
     recorder.stop().unwrap();
     let said = recorder.said();
-    let not_attached: BTreeSet<String> = said
+    let not_attached: std::collections::BTreeMap<String, String> = said
         .iter()
         .filter_map(|l| l.strip_prefix("note: optional program "))
-        .filter_map(|l| l.split_once(" not attached"))
-        .map(|(name, _)| name.to_string())
+        .filter_map(|l| l.split_once(" not attached: "))
+        .map(|(name, why)| (name.to_string(), why.to_string()))
         .collect();
     let mut expected_missing = missing.clone();
     expected_missing.remove("block_bio_complete");
-    assert_eq!(not_attached, expected_missing, "record said: {said:#?}");
+    assert_eq!(
+        not_attached.keys().cloned().collect::<BTreeSet<_>>(),
+        expected_missing,
+        "record said: {said:#?}"
+    );
+    // ... for the reason check gave, word for word.
+    for t in tracepoints.iter().filter(|t| !t["missing"].is_null()) {
+        let name = t["name"].as_str().unwrap();
+        if let Some(why) = not_attached.get(name) {
+            assert_eq!(t["missing"], why.as_str(), "{name}");
+        }
+    }
+    // A scheduler module not loaded yet: its tracepoints are the ones check and record both
+    // say are missing because of it, naming the module.
+    for (name, module) in &not_loaded {
+        let theirs: Vec<&Value> = tracepoints
+            .iter()
+            .filter(|t| t["name"].as_str().unwrap().starts_with(&format!("{name}_")))
+            .collect();
+        if theirs.is_empty() {
+            continue;
+        }
+        let message = format!("{name} is a module in this kernel ({module}) and not loaded yet");
+        for t in theirs {
+            let tp = t["name"].as_str().unwrap();
+            assert!(
+                t["missing"].as_str().is_some_and(|m| m.contains(&message)),
+                "check on {tp}: {t}"
+            );
+            assert!(
+                not_attached.get(tp).is_some_and(|m| m.contains(&message)),
+                "record -v on {tp}: {said:#?}"
+            );
+        }
+    }
     let ready = said
         .iter()
         .find_map(|l| l.strip_prefix("recording: ready ("))

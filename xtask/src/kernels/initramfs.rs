@@ -106,8 +106,9 @@ impl Root {
         Ok(())
     }
 
-    /// A host executable at `guest`, with the shared libraries it loads at their paths.
-    pub fn executable(&mut self, host: &Path, guest: &Path) -> anyhow::Result<()> {
+    /// A host executable at `guest`, with the shared libraries it loads at their paths;
+    /// returns how many it loads (none for a static binary: nothing is added for it).
+    pub fn executable(&mut self, host: &Path, guest: &Path) -> anyhow::Result<usize> {
         self.insert(
             guest,
             Entry::File {
@@ -115,9 +116,10 @@ impl Root {
                 mode: 0o755,
             },
         );
-        for lib in shared_libraries(host)? {
-            if !self.entries.contains_key(&lib) {
-                let source = fs::canonicalize(&lib).with_context(|| {
+        let libs = shared_libraries(host)?;
+        for lib in &libs {
+            if !self.entries.contains_key(lib) {
+                let source = fs::canonicalize(lib).with_context(|| {
                     format!(
                         "resolving {} (a library of {})",
                         lib.display(),
@@ -125,7 +127,7 @@ impl Root {
                     )
                 })?;
                 self.insert(
-                    &lib,
+                    lib,
                     Entry::File {
                         source,
                         mode: 0o755,
@@ -133,7 +135,7 @@ impl Root {
                 );
             }
         }
-        Ok(())
+        Ok(libs.len())
     }
 
     /// A module under /modules, decompressed if it is a .ko.xz; returns its guest path.
@@ -277,13 +279,14 @@ fn shared_libraries(exe: &Path) -> anyhow::Result<Vec<PathBuf>> {
         .output()
         .with_context(|| format!("running ldd {}", exe.display()))?;
     let text = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // A static binary (dist's musl one): glibc's ldd says "not a dynamic executable" (exit 1)
+    // for a static executable and "statically linked" (exit 0) for a static PIE. Nothing to
+    // add either way.
+    if is_static(&text) || is_static(&stderr) {
+        return Ok(Vec::new());
+    }
     if !out.status.success() {
-        // "not a dynamic executable": nothing to add.
-        if text.contains("not a dynamic")
-            || String::from_utf8_lossy(&out.stderr).contains("not a dynamic")
-        {
-            return Ok(Vec::new());
-        }
         bail!(
             "ldd {} failed: {}",
             exe.display(),
@@ -291,6 +294,13 @@ fn shared_libraries(exe: &Path) -> anyhow::Result<Vec<PathBuf>> {
         );
     }
     parse_ldd(&text).with_context(|| format!("ldd {}", exe.display()))
+}
+
+fn is_static(ldd_output: &str) -> bool {
+    ldd_output
+        .lines()
+        .map(str::trim)
+        .any(|l| l == "not a dynamic executable" || l == "statically linked")
 }
 
 /// `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)` and `/lib64/ld-linux-x86-64.so.2
@@ -390,6 +400,9 @@ mod tests {
             ]
         );
         assert!(parse_ldd("\tlibfoo.so.1 => not found\n").is_err());
+        assert!(is_static("\tstatically linked\n"));
+        assert!(is_static("\tnot a dynamic executable\n"));
+        assert!(!is_static(text));
     }
 
     #[test]

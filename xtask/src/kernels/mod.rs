@@ -227,7 +227,18 @@ fn run_one(
         let path = cmd::find_program(tool).with_context(|| format!("{tool} not found"))?;
         root.executable(&path, &Path::new("/bin").join(tool))?;
     }
-    root.executable(bin, Path::new(plan::GUEST_BIN))?;
+    // dist's static binary brings no library (the test executables bring theirs).
+    let libs = root.executable(bin, Path::new(plan::GUEST_BIN))?;
+    println!(
+        "kernels: {}: recorder {}: {}",
+        kernel.name,
+        bin.display(),
+        if libs == 0 {
+            "statically linked, no library copied for it".to_string()
+        } else {
+            format!("dynamic, {libs} libraries")
+        }
+    );
     for test in &guest_tests {
         let host = tests
             .iter()
@@ -242,13 +253,14 @@ fn run_one(
         let params = plan::module_params(&module.name);
         loads.push((guest, params));
     }
-    // What the recorder reads to tell a scheduler module from an absent scheduler.
-    root.file(
-        &fetched.modules.join("modules.dep"),
-        &Path::new("/lib/modules")
-            .join(kernel.release)
-            .join("modules.dep"),
-    );
+    // What the recorder and `check` read to tell a scheduler module from an absent
+    // scheduler, and (check) a built-in one from a module.
+    for list in ["modules.dep", "modules.builtin"] {
+        root.file(
+            &fetched.modules.join(list),
+            &Path::new("/lib/modules").join(kernel.release).join(list),
+        );
+    }
     root.script(Path::new("/init"), &plan::init_script(&loads, &guest_tests))?;
     let initrd = dir.join("initramfs.cpio");
     let size = root.write(&initrd)?;

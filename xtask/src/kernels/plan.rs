@@ -5,7 +5,9 @@
 //! The tests are the real-kernel tests' own executables, built on the host, each run with one
 //! exact test name, so a guest checks exactly what the host's run checks. `--sched-log`'s
 //! test runs first: only then is tracing unused since boot, the state in which Debian's 6.1
-//! shows `buffer_size_kb` as `7 (expanded: 1408)`.
+//! shows `buffer_size_kb` as `7 (expanded: 1408)`. `check`'s test runs before the late
+//! scheduler modules load (kyber: check must call it a module not loaded yet) and again
+//! after.
 //!
 //! Owns: the test list, the /init text, the console markers. Must not: build or boot.
 
@@ -108,6 +110,9 @@ const LATE_MODULES: &[(&str, &str)] = &[(
     "kyber is a module in this kernel (kyber_iosched) and not loaded yet",
 )];
 
+/// tests/tests/check.rs's comparison of `check` with the host and with `record -v`.
+const CHECK_TEST: &str = "check_says_what_this_host_is_and_record_agrees";
+
 /// The label of the check that `record -v` names a scheduler module not loaded yet.
 const NOT_LOADED_CHECK: &str = "record::names_a_scheduler_module_not_loaded";
 
@@ -119,6 +124,10 @@ pub fn tests(features: &Features) -> Vec<GuestTest> {
         early: false,
     };
     let mut tests = Vec::new();
+    let late = features
+        .modules
+        .iter()
+        .any(|m| LATE_MODULES.iter().any(|(late, _)| late == m));
     if features.schedulers.contains(&"bfq") {
         // First: see the module docs.
         tests.push(GuestTest {
@@ -128,6 +137,24 @@ pub fn tests(features: &Features) -> Vec<GuestTest> {
                 "sched_log_keeps_bfqs_decisions_and_restores_tracefs".into(),
             )
         });
+        // `check` on its scratch bfq disk, each line against the guest's own files and
+        // against `record -v`, while kyber is still a module not loaded (check must say so,
+        // and record must leave out kyber's programs for the same reason) ...
+        tests.push(GuestTest {
+            early: true,
+            ..test("check", CHECK_TEST.into())
+        });
+        tests.push(GuestTest {
+            early: true,
+            ..test("check", "check_text_is_one_line_per_fact".into())
+        });
+        // ... and again once it is loaded (check then says so, and kyber's programs attach).
+        if late {
+            tests.push(GuestTest {
+                label: format!("check::{CHECK_TEST}@modules_loaded"),
+                ..test("check", CHECK_TEST.into())
+            });
+        }
     }
     for s in &features.schedulers {
         tests.push(test(
@@ -243,6 +270,12 @@ pub fn init_script(modules: &[(std::path::PathBuf, String)], tests: &[GuestTest]
             s.push_str(&insmod(m));
         }
     }
+    // securityfs, as a Debian host's systemd mounts it: the early tests ran without it
+    // (`check` must then say it cannot read lockdown and why), the late ones read lockdown.
+    s.push_str(
+        "mount -t securityfs securityfs /sys/kernel/security\n\
+         say NOTE lockdown: $(cat /sys/kernel/security/lockdown)\n",
+    );
     for t in tests.iter().filter(|t| !t.early) {
         s.push_str(&run(t));
     }
@@ -336,16 +369,22 @@ mod tests {
         let t = tests(&Features::from_config(DEBIAN_6_1));
         let labels: Vec<&str> = t.iter().map(|t| t.label.as_str()).collect();
         assert_eq!(
-            labels[..5],
+            labels[..8],
             [
                 "model::sched_log_keeps_bfqs_decisions_and_restores_tracefs",
+                "check::check_says_what_this_host_is_and_record_agrees",
+                "check::check_text_is_one_line_per_fact",
+                "check::check_says_what_this_host_is_and_record_agrees@modules_loaded",
                 "capture::known_writes_none",
                 "capture::known_writes_mq_deadline",
                 "capture::known_writes_bfq",
                 "capture::known_writes_kyber",
             ]
         );
-        assert_eq!(t.len(), 8);
+        assert_eq!(t.len(), 11);
+        // Without a late module there is no second check.
+        let built_in = DEBIAN_6_1.replace("KYBER=m", "KYBER=y");
+        assert_eq!(tests(&Features::from_config(&built_in)).len(), 10);
         let init = init_script(
             &[
                 ("/modules/kyber-iosched.ko".into(), String::new()),
@@ -363,7 +402,22 @@ mod tests {
             at(&format!("run {NOT_LOADED_CHECK} not_loaded"))
                 < at("insmod /modules/kyber-iosched.ko")
         );
+        assert!(
+            at("run check::check_text_is_one_line_per_fact")
+                < at("insmod /modules/kyber-iosched.ko")
+        );
+        assert!(
+            at("insmod /modules/kyber-iosched.ko")
+                < at(
+                    "run check::check_says_what_this_host_is_and_record_agrees@modules_loaded /tests/check --exact check_says_what_this_host_is_and_record_agrees "
+                )
+        );
         assert!(at("insmod /modules/kyber-iosched.ko") < at("run capture::known_writes_none"));
+        assert!(at("run check::check_text") < at("mount -t securityfs"));
+        assert!(
+            at("mount -t securityfs")
+                < at("run check::check_says_what_this_host_is_and_record_agrees@")
+        );
         assert!(init.contains(
             "grep -qF 'kyber is a module in this kernel (kyber_iosched) and not loaded yet'"
         ));
