@@ -680,22 +680,29 @@ fn parse_recursion_misses(fdinfo: &str) -> Option<u64> {
     })
 }
 
-fn load_flush(ebpf: &mut Ebpf, verbose: bool) -> Result<ProgramFd, CaptureError> {
-    let program: &mut RawTracePoint = ebpf
-        .program_mut(PROG_FLUSH)
-        .ok_or_else(|| CaptureError::Load {
-            program: PROG_FLUSH,
-            kind: RAW_TP,
-            reason: "not in the eBPF object".into(),
-            log: String::new(),
-        })?
+/// The object's program `name` as the kind `T` it is loaded as (`kind` names it in errors).
+fn program_of<'a, T>(
+    ebpf: &'a mut Ebpf,
+    name: &'static str,
+    kind: &'static str,
+) -> Result<&'a mut T, CaptureError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = ProgramError>,
+{
+    let load_error = |reason: String| CaptureError::Load {
+        program: name,
+        kind,
+        reason,
+        log: String::new(),
+    };
+    ebpf.program_mut(name)
+        .ok_or_else(|| load_error("not in the eBPF object".into()))?
         .try_into()
-        .map_err(|e: ProgramError| CaptureError::Load {
-            program: PROG_FLUSH,
-            kind: RAW_TP,
-            reason: e.to_string(),
-            log: String::new(),
-        })?;
+        .map_err(|e: ProgramError| load_error(e.to_string()))
+}
+
+fn load_flush(ebpf: &mut Ebpf, verbose: bool) -> Result<ProgramFd, CaptureError> {
+    let program: &mut RawTracePoint = program_of(ebpf, PROG_FLUSH, RAW_TP)?;
     program
         .load()
         .map_err(|e| load_error(PROG_FLUSH, RAW_TP, e, verbose))?;
@@ -794,21 +801,7 @@ fn attach(
     btf: &Btf,
     verbose: bool,
 ) -> Result<(), CaptureError> {
-    let program: &mut BtfTracePoint = ebpf
-        .program_mut(name)
-        .ok_or_else(|| CaptureError::Load {
-            program: name,
-            kind: TP_BTF,
-            reason: "not in the eBPF object".into(),
-            log: String::new(),
-        })?
-        .try_into()
-        .map_err(|e: ProgramError| CaptureError::Load {
-            program: name,
-            kind: TP_BTF,
-            reason: e.to_string(),
-            log: String::new(),
-        })?;
+    let program: &mut BtfTracePoint = program_of(ebpf, name, TP_BTF)?;
     program
         .load(name, btf)
         .map_err(|e| load_error(name, TP_BTF, e, verbose))?;
@@ -874,21 +867,7 @@ fn module_not_loaded(tracepoint: &str, module: &str, modules_dep: &str) -> Strin
 
 /// Loads and attaches a raw tracepoint program named after its tracepoint.
 fn attach_raw(ebpf: &mut Ebpf, name: &'static str, verbose: bool) -> Result<(), CaptureError> {
-    let program: &mut RawTracePoint = ebpf
-        .program_mut(name)
-        .ok_or_else(|| CaptureError::Load {
-            program: name,
-            kind: RAW_TP,
-            reason: "not in the eBPF object".into(),
-            log: String::new(),
-        })?
-        .try_into()
-        .map_err(|e: ProgramError| CaptureError::Load {
-            program: name,
-            kind: RAW_TP,
-            reason: e.to_string(),
-            log: String::new(),
-        })?;
+    let program: &mut RawTracePoint = program_of(ebpf, name, RAW_TP)?;
     program
         .load()
         .map_err(|e| load_error(name, RAW_TP, e, verbose))?;

@@ -27,6 +27,25 @@ pub use iosched_testbed::{loop_device::LoopDevice, recorder::Recorder, tempdir::
 /// real kernel fails instead of skipping.
 pub const REQUIRE_ENV: &str = "IOSCHED_TRACE_REQUIRE_ROOT_TESTS";
 
+/// `iosched-trace convert INPUT --to FORMAT -o OUTPUT EXTRA...`, which must succeed; its
+/// stderr (what it says about the conversion).
+pub fn convert_to(format: &str, input: &Path, output: &Path, extra: &[&str]) -> String {
+    let out = std::process::Command::new(binary())
+        .arg("convert")
+        .arg(input)
+        .args(["--to", format, "-o"])
+        .arg(output)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "convert --to {format} failed: {stderr}"
+    );
+    stderr
+}
+
 /// Whether python3 can import `module` (an oracle from PyPI's `package`). Missing in CI (or
 /// where the real-kernel tests must run) is a failure, never a skip.
 pub fn python_module_available(test: &str, module: &str, package: &str) -> bool {

@@ -14,7 +14,7 @@ use std::{
 use serde_json::Value;
 
 use iosched_trace_tests::{
-    binary, fio,
+    binary, convert_to, fio,
     hdd::{self, Hdd},
     python_module_available, real_kernel_available, record, report_json, run, scratch_dir,
 };
@@ -67,17 +67,7 @@ fn duckdb(workdir: &Path, sql: &str) -> Vec<BTreeMap<String, Value>> {
 }
 
 fn convert(trace: &Path, fleet: &Path, extra: &[&str]) -> String {
-    let out = Command::new(binary())
-        .arg("convert")
-        .arg(trace)
-        .args(["--to", "parquet", "-o"])
-        .arg(fleet)
-        .args(extra)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "convert failed: {stderr}");
-    stderr
+    convert_to("parquet", trace, fleet, extra)
 }
 
 fn u(v: &Value) -> u64 {

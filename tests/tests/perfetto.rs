@@ -23,8 +23,8 @@ use iosched_core::{
     trace_file,
 };
 use iosched_trace_tests::{
-    Mount, ScratchLoop, binary, dd, python_module_available, read_recording, real_kernel_available,
-    record, report_json, run, scratch_dir,
+    Mount, ScratchLoop, binary, convert_to, dd, python_module_available, read_recording,
+    real_kernel_available, record, report_json, run, scratch_dir,
 };
 
 fn decoder_available(test: &str) -> bool {
@@ -45,17 +45,7 @@ fn decode(trace: &Path) -> serde_json::Value {
 }
 
 fn convert(input: &Path, output: &Path, extra: &[&str]) -> String {
-    let out = Command::new(binary())
-        .arg("convert")
-        .arg(input)
-        .args(["--to", "perfetto", "-o"])
-        .arg(output)
-        .args(extra)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "convert failed: {stderr}");
-    stderr
+    convert_to("perfetto", input, output, extra)
 }
 
 /// A request as a slice: (begin, end, name).
