@@ -285,10 +285,10 @@ fn fio_ios(report: &Value) -> u64 {
 }
 
 /// Two sequential readers of 4 KiB O_DIRECT blocks, 1 ms of think time each, under bfq
-/// (low_latency as it comes) on the emulated hard disk: fio's reads, exactly, are the rows of the request table (less any
-/// completion the kernel counted and the tracer missed, which the kernel's own counters
-/// tell); bfq idles for each reader while the other waits, and the idle table's waste is
-/// the report's, to the nanosecond.
+/// (low_latency as it comes) on the emulated hard disk: fio's reads, exactly, are the rows
+/// of the request table (less any completion the kernel counted and the tracer missed, which
+/// the kernel's own counters tell); where bfq idled for a reader while the other waited, the
+/// idle table's intervals and waste are the report's, to the nanosecond.
 #[test]
 fn a_real_recording_gives_a_row_per_request_fio_issued() {
     if !real_kernel_available("a_real_recording_gives_a_row_per_request_fio_issued")
@@ -361,28 +361,38 @@ fn a_real_recording_gives_a_row_per_request_fio_issued() {
     assert_eq!(u(&fio_row["n"]), reported);
     assert!(untraced <= 4, "{untraced} completions untraced");
 
+    // The idle table holds the report's idling intervals, however many this run had. How
+    // often bfq idles here is timing (34 to 96 intervals in runs on a quiet machine, none in
+    // one clean-clone CI run beside other builds): compared with the report, never with a
+    // floor. The synthetic test above checks the table against intervals known by
+    // construction.
+    let d = &report["devices"][0];
+    let reported_intervals = u(&d["idle_with_pending_intervals"]);
+    let idle_files = std::fs::read_dir(fleet.join("idle"))
+        .map(|dir| dir.count())
+        .unwrap_or(0);
+    if reported_intervals == 0 {
+        assert_eq!(idle_files, 0, "no idling, yet an idle table was written");
+        eprintln!("bfq did not idle in this run");
+        return;
+    }
     let idle = duckdb(
         out.path(),
         "SELECT count(*) AS n, coalesce(sum(duration_ns), 0) AS ns, \
                 count(*) FILTER (WHERE after_comm = 'fio') AS after_fio \
          FROM read_parquet('fleet/idle/*/*/*.parquet', hive_partitioning = true)",
     );
-    let d = &report["devices"][0];
-    assert_eq!(u(&idle[0]["n"]), u(&d["idle_with_pending_intervals"]));
+    let n = u(&idle[0]["n"]);
+    assert_eq!(n, reported_intervals);
     assert_eq!(
         u(&idle[0]["ns"]),
         u(&report["idling"]["total_idle_with_pending_ns"])
     );
-    let n = u(&idle[0]["n"]);
     eprintln!(
         "bfq idled {n} times for {:.1} ms in all",
         u(&idle[0]["ns"]) as f64 / 1e6
     );
-    // bfq idles for a sync reader whose think time (1 ms) is under slice_idle (8 ms) while
-    // the other waits. How often varies (34 to 96 intervals in 3 runs here; 42 to 81 in 5
-    // runs of half this workload), the waste less (74 to 128 ms): asked, under half the
-    // least of each.
-    assert!(n >= 15, "{n} idling intervals");
-    assert!(u(&idle[0]["ns"]) >= 30_000_000, "{idle:?}");
-    assert!(u(&idle[0]["after_fio"]) >= n - 1);
+    // Only fio's readers did I/O on the device (the first interval may follow the
+    // partition scan's read when the device came up).
+    assert!(u(&idle[0]["after_fio"]) + 1 >= n, "{idle:?}");
 }
