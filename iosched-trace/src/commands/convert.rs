@@ -87,14 +87,7 @@ fn to_perfetto(
     } else if d.requests() == 0 {
         eprintln!("warning: no completed request matched: no process tracks were drawn");
     }
-    let a = &summary.anomalies;
-    if a.requests_in_flight_at_end > 0 || a.completions_of_unknown_requests > 0 {
-        eprintln!(
-            "not drawn: {} requests still in flight at the end, {} completions of requests \
-             issued before the start",
-            a.requests_in_flight_at_end, a.completions_of_unknown_requests
-        );
-    }
+    say_not_converted(&summary.anomalies, "drawn");
     eprintln!("open it in the Perfetto UI: https://ui.perfetto.dev, \"Open trace file\"");
     Ok(())
 }
@@ -121,14 +114,7 @@ fn to_parquet(source: &mut dyn TraceSource, args: &ConvertArgs) -> anyhow::Resul
     for w in summary.request_files.iter().chain(&summary.idle_files) {
         eprintln!("  {} ({} rows)", w.path.display(), w.rows);
     }
-    let a = &summary.anomalies;
-    if a.requests_in_flight_at_end > 0 || a.completions_of_unknown_requests > 0 {
-        eprintln!(
-            "not written: {} requests still in flight at the end, {} completions of requests \
-             issued before the start",
-            a.requests_in_flight_at_end, a.completions_of_unknown_requests
-        );
-    }
+    say_not_converted(&summary.anomalies, "written");
     Ok(())
 }
 
@@ -196,4 +182,16 @@ fn to_recording(source: &mut dyn TraceSource, args: &ConvertArgs) -> anyhow::Res
     }
     eprintln!("wrote {n} events to {}", args.output.display());
     Ok(())
+}
+
+/// The requests a conversion leaves out because their lives are cut by the trace's ends
+/// (`what`: "drawn", "written"), on stderr.
+fn say_not_converted(a: &iosched_core::timeline::Anomalies, what: &str) {
+    if a.requests_in_flight_at_end > 0 || a.completions_of_unknown_requests > 0 {
+        eprintln!(
+            "not {what}: {} requests still in flight at the end, {} completions of requests \
+             issued before the start",
+            a.requests_in_flight_at_end, a.completions_of_unknown_requests
+        );
+    }
 }
