@@ -12,6 +12,8 @@
 //!   the model's structured findings.
 //! - [`perfetto`]: `convert --to perfetto`'s protobuf stream for the Perfetto UI.
 //! - [`parquet`]: `convert --to parquet`'s tables for SQL over many hosts (docs/FLEET.md).
+//! - [`metrics`]: the exporter's metric families and their OpenMetrics and Prometheus text
+//!   expositions (docs/EXPORTER.md).
 //!
 //! `--json` output is the data serialized, by the commands themselves, except `dump --json`,
 //! whose lines are [`dump`]'s, and `explain --json`, which [`explain`] builds from the words. The live view's screen is `live::ui`'s.
@@ -25,6 +27,7 @@ pub mod check;
 pub mod dump;
 pub mod explain;
 pub mod html;
+pub mod metrics;
 pub mod model_check;
 pub mod parquet;
 pub mod perfetto;
