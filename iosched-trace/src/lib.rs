@@ -39,6 +39,7 @@
 //! - [`recorder`]: the `record` command's loop.
 //! - [`calibrate`]: the host's per-request scheduler costs, measured on a scratch loop
 //!   device; where the host profile lives.
+//! - [`exporter`]: the always-on daemon: in-kernel aggregates served as Prometheus metrics.
 //! - [`live`]: the live view (`live`): per-interval numbers on a terminal or as text.
 //! - [`views`]: the text and JSON views (dump, report, replay and explain).
 //! - [`cli`]: command-line syntax and validation; [`commands`]: one module per subcommand.
@@ -51,6 +52,7 @@ pub mod commands;
 pub mod completions;
 pub mod device_watch;
 pub mod devices;
+pub mod exporter;
 pub mod host;
 pub mod live;
 pub mod preflight;
