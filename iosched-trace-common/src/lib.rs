@@ -308,6 +308,233 @@ const _: () = assert!(core::mem::size_of::<Offsets>() == 124);
 const _: () = assert!(core::mem::size_of::<Config>() == 152);
 const _: () = assert!(core::mem::size_of::<PlugCounts>() == 32);
 
+/// The exporter's kernel side (`iosched-trace exporter`): per-request state and in-kernel
+/// aggregates, read by userspace at scrape time. Nothing here goes through the ring buffer.
+pub mod exporter {
+    /// Upper bounds of the latency histograms' buckets, ns: 1, 1.5, 2, 3, 5 and 7 times each
+    /// power of ten from 1 µs to 7 s, then 10 s. A value goes in the first bucket whose bound
+    /// is at least the value; past the last bound, in the overflow bucket (`+Inf`).
+    pub const BOUNDS_NS: [u64; BOUNDS] = bounds();
+    /// Finite bucket bounds.
+    pub const BOUNDS: usize = 43;
+    /// Buckets per histogram: the finite ones and the overflow.
+    pub const BUCKETS: usize = BOUNDS + 1;
+
+    const fn bounds() -> [u64; BOUNDS] {
+        const STEPS: [u64; 6] = [10, 15, 20, 30, 50, 70];
+        let mut out = [0u64; BOUNDS];
+        let mut decade = 100u64; // 1 µs = 10 * 100 ns
+        let mut i = 0;
+        while i < BOUNDS - 1 {
+            out[i] = STEPS[i % 6] * decade;
+            i += 1;
+            if i % 6 == 0 {
+                decade *= 10;
+            }
+        }
+        out[BOUNDS - 1] = 10_000_000_000;
+        out
+    }
+
+    /// One histogram: counts per bucket (not cumulative) and the sum of the values, ns.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct Hist {
+        pub buckets: [u64; BUCKETS],
+        pub sum_ns: u64,
+    }
+
+    impl Default for Hist {
+        fn default() -> Self {
+            Hist {
+                buckets: [0; BUCKETS],
+                sum_ns: 0,
+            }
+        }
+    }
+
+    /// A request the programs have seen since it entered the scheduler or the driver, in
+    /// `EXP_RQ` by its `struct request *`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct RqState {
+        /// Q of its first bio (`EXP_BIO`), or 0 if that was not seen.
+        pub q_ns: u64,
+        /// D: issued (the last issue, after a requeue); 0 while not issued.
+        pub d_ns: u64,
+        /// The cgroup its first bio was charged to (0: not known).
+        pub cgroup: u64,
+        /// [`RQ_INSERTED`] and [`RQ_ISSUED`]: what the depth counters hold it in.
+        pub flags: u32,
+        pub _pad: u32,
+    }
+    /// In the scheduler: counted in [`DevState::in_sched`].
+    pub const RQ_INSERTED: u32 = 1;
+    /// In the driver: counted in [`DevState::in_driver`].
+    pub const RQ_ISSUED: u32 = 2;
+
+    /// A bio's queueing (`EXP_BIO`, LRU by `struct bio *`): what its request needs of it.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct BioStart {
+        pub q_ns: u64,
+        pub cgroup: u64,
+    }
+
+    /// Key of `EXP_LAT`: device and operation.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub struct DevOp {
+        /// Whole disk, kernel `dev_t`.
+        pub dev: u32,
+        /// `cmd_flags & OP_MASK`: the kernel's `REQ_OP_*` code (userspace names it from BTF).
+        pub op: u32,
+    }
+    /// The operation bits of `cmd_flags` (`REQ_OP_BITS` is 8 since Linux 4.10).
+    pub const OP_MASK: u32 = 0xff;
+
+    /// `EXP_LAT`'s value: the stages of one device and operation.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct StageHists {
+        /// Q -> D.
+        pub queue: Hist,
+        /// D -> C.
+        pub device: Hist,
+    }
+
+    /// Key of `EXP_CG`: device, operation, cgroup.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub struct DevOpCgroup {
+        pub dev: u32,
+        pub op: u32,
+        /// cgroup v2 id; 0 when not known, and where `EXP_CG` was full (`lost::CG_FULL`).
+        pub cgroup: u64,
+    }
+
+    /// `EXP_CG`'s value.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct CgroupIo {
+        /// Requests completed (whole).
+        pub requests: u64,
+        /// Bytes completed (partial completions included).
+        pub bytes: u64,
+        /// Q -> C.
+        pub latency: Hist,
+    }
+
+    /// `EXP_DEV`'s value, per whole disk: depths and the idle interval open now. Shared by
+    /// every CPU: the counters change by atomic adds only.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct DevState {
+        /// Requests inserted into the scheduler and not issued since (as i64).
+        pub in_sched: u64,
+        /// Requests issued and not completed or requeued (as i64).
+        pub in_driver: u64,
+        /// Start of the open idle interval (the driver empty while requests wait), 0: none.
+        pub idle_since: u64,
+        /// Whom the open interval idles for: the cgroup of the request that completed last.
+        pub idle_cgroup: u64,
+        /// The cgroup of the last request completed.
+        pub last_cgroup: u64,
+        pub requeues: u64,
+        pub merges_back: u64,
+        pub merges_front: u64,
+        pub merges_rq: u64,
+    }
+
+    /// Key of `EXP_IDLE`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub struct DevCgroup {
+        pub dev: u32,
+        pub _pad: u32,
+        pub cgroup: u64,
+    }
+
+    /// `EXP_IDLE`'s value: idling waste the device spent for a cgroup.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct IdleWaste {
+        pub ns: u64,
+        pub intervals: u64,
+    }
+
+    /// Gaps shorter than this are a request's trip through the block layer, not waste (the
+    /// report's `idle_min_interval_ns`).
+    pub const IDLE_MIN_NS: u64 = 50_000;
+
+    /// Indices into the per-CPU `EXP_STATS` array: the events handled, then what could not
+    /// be accounted.
+    pub mod stat {
+        pub const QUEUE: u32 = 0;
+        pub const INSERT: u32 = 1;
+        pub const ISSUE: u32 = 2;
+        pub const COMPLETE: u32 = 3;
+        pub const REQUEUE: u32 = 4;
+        pub const MERGE: u32 = 5;
+        /// A request completed, requeued or merged that was not seen inserted or issued (it
+        /// started before the exporter, or `EXP_RQ` was full then).
+        pub const UNTRACKED: u32 = 6;
+        /// `EXP_RQ` full: a request's state could not be kept.
+        pub const RQ_FULL: u32 = 7;
+        /// A request whose first bio's Q was not in `EXP_BIO` (queued before the exporter
+        /// started, or evicted): no Q->D or Q->C for it.
+        pub const NO_QUEUE_TIME: u32 = 8;
+        /// `EXP_CG` full: counted under cgroup 0 instead (and lost if that too failed).
+        pub const CG_FULL: u32 = 9;
+        /// `EXP_LAT`, `EXP_DEV` or `EXP_IDLE` full: the observation was dropped.
+        pub const MAP_FULL: u32 = 10;
+        pub const COUNT: u32 = 11;
+    }
+
+    pub const MAP_RQ: &str = "EXP_RQ";
+    pub const MAP_BIO: &str = "EXP_BIO";
+    pub const MAP_LAT: &str = "EXP_LAT";
+    pub const MAP_CG: &str = "EXP_CG";
+    pub const MAP_DEV: &str = "EXP_DEV";
+    pub const MAP_IDLE: &str = "EXP_IDLE";
+    pub const MAP_STATS: &str = "EXP_STATS";
+    /// The device cache the recorder's programs share: cleared when the traced set changes.
+    pub const MAP_DEVCACHE: &str = "DEVCACHE";
+
+    /// The exporter's programs, each named after its tracepoint with an `exp_` prefix.
+    pub const PROGRAMS: [(&str, &str); 8] = [
+        ("exp_bio_queue", "block_bio_queue"),
+        ("exp_bio_backmerge", "block_bio_backmerge"),
+        ("exp_bio_frontmerge", "block_bio_frontmerge"),
+        ("exp_rq_merge", "block_rq_merge"),
+        ("exp_rq_insert", "block_rq_insert"),
+        ("exp_rq_issue", "block_rq_issue"),
+        ("exp_rq_complete", "block_rq_complete"),
+        ("exp_rq_requeue", "block_rq_requeue"),
+    ];
+
+    const _: () = assert!(BOUNDS_NS[0] == 1_000);
+    const _: () = assert!(BOUNDS_NS[5] == 7_000);
+    const _: () = assert!(BOUNDS_NS[6] == 10_000);
+    const _: () = assert!(BOUNDS_NS[41] == 7_000_000_000);
+    const _: () = assert!(core::mem::size_of::<RqState>() == 32);
+    const _: () = assert!(core::mem::size_of::<DevOpCgroup>() == 16);
+    const _: () = assert!(core::mem::size_of::<DevCgroup>() == 16);
+
+    #[cfg(feature = "user")]
+    mod user {
+        // SAFETY (all): plain-old-data, `#[repr(C)]`, integers only, explicit padding.
+        unsafe impl aya::Pod for super::RqState {}
+        unsafe impl aya::Pod for super::DevOp {}
+        unsafe impl aya::Pod for super::StageHists {}
+        unsafe impl aya::Pod for super::DevOpCgroup {}
+        unsafe impl aya::Pod for super::CgroupIo {}
+        unsafe impl aya::Pod for super::DevState {}
+        unsafe impl aya::Pod for super::DevCgroup {}
+        unsafe impl aya::Pod for super::IdleWaste {}
+    }
+}
+
 #[cfg(feature = "user")]
 mod user {
     // SAFETY: plain-old-data, `#[repr(C)]`, every bit pattern valid, explicit padding.

@@ -13,6 +13,9 @@
 //! handling set up and torn down); a direct load, one instruction.
 #![no_std]
 #![no_main]
+// `asm!` for the exporter's atomic add (BPF is an experimental asm target; the crate builds
+// with nightly anyway, for build-std).
+#![feature(asm_experimental_arch)]
 
 use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
@@ -128,9 +131,12 @@ macro_rules! config {
     ($($field:tt)+) => {
         // SAFETY: CONFIG is a plain static; the volatile read stops the compiler from folding
         // the build-time default, since userspace rewrites it before load.
-        unsafe { core::ptr::read_volatile(&CONFIG.$($field)+) }
+        unsafe { core::ptr::read_volatile(&$crate::CONFIG.$($field)+) }
     };
 }
+
+/// The exporter's programs (after `config!`, which they use).
+mod exporter;
 
 #[inline(always)]
 fn count(index: u32) {

@@ -66,7 +66,7 @@ pub enum CaptureError {
         /// The verifier log, only filled in verbose mode.
         log: String,
     },
-    #[error("cannot attach program {program} to tracepoint {program}: {source}")]
+    #[error("cannot attach program {program} to its tracepoint: {source}")]
     Attach {
         program: &'static str,
         #[source]
@@ -420,15 +420,7 @@ impl Capture {
             plug_events: u32::from(options.plug_events),
             off: layout.offsets,
         };
-        let mut loader = EbpfLoader::new();
-        loader
-            .btf(Some(&btf))
-            .override_global(iosched_trace_common::GLOBAL_CONFIG, &config, true)
-            .map_max_entries(MAP_EVENTS, options.ring_size);
-        if options.verbose {
-            loader.verifier_log_level(VerifierLogLevel::VERBOSE | VerifierLogLevel::STATS);
-        }
-        let mut ebpf = loader.load(EBPF_OBJECT).map_err(|e| object_error(&e))?;
+        let mut ebpf = load_object(&config, &btf, options.ring_size, options.verbose)?;
 
         // The device filter must be in place before the first program attaches.
         {
@@ -801,14 +793,45 @@ fn attach(
     btf: &Btf,
     verbose: bool,
 ) -> Result<(), CaptureError> {
-    let program: &mut BtfTracePoint = program_of(ebpf, name, TP_BTF)?;
-    program
-        .load(name, btf)
-        .map_err(|e| load_error(name, TP_BTF, e, verbose))?;
-    program.attach().map_err(|source| CaptureError::Attach {
-        program: name,
-        source,
-    })?;
+    attach_tracepoint(ebpf, name, name, btf, verbose)
+}
+
+/// Creates the object's maps (the ring `ring_size` bytes) with `config` as the programs'
+/// globals; no program is loaded yet. The exporter loads the same object for its own
+/// programs (`exp_*`) and maps.
+pub(crate) fn load_object(
+    config: &Config,
+    btf: &Btf,
+    ring_size: u32,
+    verbose: bool,
+) -> Result<Ebpf, CaptureError> {
+    if EBPF_OBJECT.is_empty() {
+        return Err(CaptureError::NoObject);
+    }
+    let mut loader = EbpfLoader::new();
+    loader
+        .btf(Some(btf))
+        .override_global(iosched_trace_common::GLOBAL_CONFIG, config, true)
+        .map_max_entries(MAP_EVENTS, ring_size);
+    if verbose {
+        loader.verifier_log_level(VerifierLogLevel::VERBOSE | VerifierLogLevel::STATS);
+    }
+    loader.load(EBPF_OBJECT).map_err(|e| object_error(&e))
+}
+
+/// Loads BTF tracepoint program `program` for `tracepoint` and attaches it.
+pub(crate) fn attach_tracepoint(
+    ebpf: &mut Ebpf,
+    program: &'static str,
+    tracepoint: &'static str,
+    btf: &Btf,
+    verbose: bool,
+) -> Result<(), CaptureError> {
+    let prog: &mut BtfTracePoint = program_of(ebpf, program, TP_BTF)?;
+    prog.load(tracepoint, btf)
+        .map_err(|e| load_error(program, TP_BTF, e, verbose))?;
+    prog.attach()
+        .map_err(|source| CaptureError::Attach { program, source })?;
     Ok(())
 }
 

@@ -11,6 +11,9 @@
 //!   `views::metrics`.
 //! - the daemon: the HTTP endpoint, signals (SIGHUP reload, SIGTERM stop), the scrape loop.
 
+pub mod families;
+pub mod kernel;
+
 use crate::views::metrics::Family;
 
 /// What the daemon needs from whatever produces the metrics: the kernel collector in the

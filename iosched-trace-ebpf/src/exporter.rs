@@ -1,0 +1,495 @@
+//! The exporter's programs (`exp_*`): instead of sending events, each keeps a request's state
+//! from its first bio's Q to its C and folds the finished request into histograms and
+//! counters in maps that userspace reads when Prometheus scrapes. The maps are shared by the
+//! CPUs and their counters change by atomic adds (`xadd`): a few keys (devices, operations,
+//! cgroups) take every request, so per-CPU copies would multiply the memory by the CPUs for
+//! nothing a scrape every few seconds needs.
+//!
+//! What it must not do: anything per event beyond a few map operations. Every observation it
+//! cannot make is counted in `EXP_STATS` (`iosched_trace_common::exporter::stat`).
+
+use aya_ebpf::{
+    helpers::generated::bpf_ktime_get_ns,
+    macros::{btf_tracepoint, map},
+    maps::{HashMap, LruHashMap, PerCpuArray},
+    programs::BtfTracePointContext,
+};
+use iosched_trace_common::exporter::{
+    BOUNDS, BOUNDS_NS, BUCKETS, BioStart, CgroupIo, DevCgroup, DevOp, DevOpCgroup, DevState, Hist,
+    IDLE_MIN_NS, IdleWaste, OP_MASK, RQ_INSERTED, RQ_ISSUED, RqState, StageHists, stat,
+};
+
+use crate::{Held, bio_cgroup_id, bio_dev, load, rq_dev};
+
+/// Requests in flight on every traced device together (queued in a scheduler or in a
+/// driver); beyond, new requests go unaccounted (`stat::RQ_FULL`).
+#[map(name = "EXP_RQ")]
+static EXP_RQ: HashMap<u64, RqState> = HashMap::with_max_entries(16384, 0);
+
+/// Bios queued and not yet seen as a request's first bio. LRU: bios merged into a request
+/// or that never become one need no cleanup path.
+#[map(name = "EXP_BIO")]
+static EXP_BIO: LruHashMap<u64, BioStart> = LruHashMap::with_max_entries(16384, 0);
+
+#[map(name = "EXP_LAT")]
+static EXP_LAT: HashMap<DevOp, StageHists> = HashMap::with_max_entries(1024, 0);
+
+/// Cgroups beyond what fits are counted under cgroup 0 (`stat::CG_FULL`); userspace shows
+/// at most its `--cgroups` largest and sums the rest as `other` anyway.
+#[map(name = "EXP_CG")]
+static EXP_CG: HashMap<DevOpCgroup, CgroupIo> = HashMap::with_max_entries(4096, 0);
+
+#[map(name = "EXP_DEV")]
+static EXP_DEV: HashMap<u32, DevState> = HashMap::with_max_entries(1024, 0);
+
+#[map(name = "EXP_IDLE")]
+static EXP_IDLE: HashMap<DevCgroup, IdleWaste> = HashMap::with_max_entries(4096, 0);
+
+#[map(name = "EXP_STATS")]
+static EXP_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
+
+/// `*p += v` as one atomic instruction (BPF_ATOMIC BPF_ADD without fetch: `xadd`, which
+/// every kernel and JIT has; core has no atomic add for the BPF target).
+///
+/// SAFETY: `p` points into a map value.
+#[inline(always)]
+unsafe fn xadd(p: *mut u64, v: u64) {
+    // SAFETY: per the function's contract; the instruction only adds to `*p`.
+    unsafe {
+        core::arch::asm!(
+            "lock *(u64 *)({p} + 0) += {v}",
+            p = in(reg) p,
+            v = in(reg) v,
+            options(nostack),
+        )
+    };
+}
+
+#[inline(always)]
+fn count(index: u32) {
+    if let Some(c) = EXP_STATS.get_ptr_mut(index) {
+        // SAFETY: this CPU's slot (an interrupting program may lose one count in a window of
+        // a few instructions, as in the recorder's STATS).
+        unsafe { *c += 1 };
+    }
+}
+
+#[inline(always)]
+fn now() -> u64 {
+    // SAFETY: helper without arguments.
+    unsafe { bpf_ktime_get_ns() }
+}
+
+/// The bucket of `ns`: the first bound at least `ns`, or the overflow bucket. A binary
+/// search over the 43 bounds, six steps, each provably in bounds for the verifier.
+#[inline(always)]
+fn bucket(ns: u64) -> usize {
+    let mut lo = 0usize;
+    let mut hi = BOUNDS;
+    let mut step = 0;
+    while step < 6 && lo < hi {
+        let mid = (lo + hi) / 2;
+        if mid >= BOUNDS {
+            break;
+        }
+        if ns <= BOUNDS_NS[mid] {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+        step += 1;
+    }
+    if lo > BOUNDS { BOUNDS } else { lo }
+}
+
+/// SAFETY: `h` points into a map value.
+#[inline(always)]
+unsafe fn observe(h: *mut Hist, ns: u64) {
+    let i = bucket(ns);
+    // SAFETY: per the function's contract; `i` <= BOUNDS < BUCKETS.
+    unsafe {
+        xadd((&raw mut (*h).buckets).cast::<u64>().add(i), 1);
+        xadd(&raw mut (*h).sum_ns, ns);
+    }
+}
+
+const ZERO_HIST: Hist = Hist {
+    buckets: [0; BUCKETS],
+    sum_ns: 0,
+};
+// The zero values new entries are made from, in `.rodata`: the larger ones do not fit on the
+// 512-byte BPF stack.
+static ZERO_STAGES: StageHists = StageHists {
+    queue: ZERO_HIST,
+    device: ZERO_HIST,
+};
+static ZERO_CG: CgroupIo = CgroupIo {
+    requests: 0,
+    bytes: 0,
+    latency: ZERO_HIST,
+};
+static ZERO_DEV: DevState = DevState {
+    in_sched: 0,
+    in_driver: 0,
+    idle_since: 0,
+    idle_cgroup: 0,
+    last_cgroup: 0,
+    requeues: 0,
+    merges_back: 0,
+    merges_front: 0,
+    merges_rq: 0,
+};
+static ZERO_IDLE: IdleWaste = IdleWaste {
+    ns: 0,
+    intervals: 0,
+};
+
+/// The map value at `key`, created from `zero` if absent; `None` if the map is full.
+#[inline(always)]
+fn value_of<K, V>(map: &HashMap<K, V>, key: &K, zero: &'static V) -> Option<*mut V> {
+    if let Some(v) = map.get_ptr_mut(key) {
+        return Some(v);
+    }
+    // BPF_NOEXIST: another CPU may have created it meanwhile; the lookup after finds it.
+    let _ = map.insert(key, zero, aya_ebpf::bindings::BPF_NOEXIST as u64);
+    map.get_ptr_mut(key)
+}
+
+#[inline(always)]
+fn dev_state(dev: u32) -> Option<*mut DevState> {
+    let st = value_of(&EXP_DEV, &dev, &ZERO_DEV);
+    if st.is_none() {
+        count(stat::MAP_FULL);
+    }
+    st
+}
+
+/// `block_bio_queue`: remember when the bio entered the block layer and whom it is charged
+/// to, for the request it will start or join.
+#[btf_tracepoint(function = "block_bio_queue")]
+pub fn exp_bio_queue(ctx: BtfTracePointContext) -> i32 {
+    let bio: u64 = ctx.arg(0);
+    let held = Held::acquire();
+    let held = held.as_ref();
+    if bio_dev(bio, held).is_none() {
+        return 0;
+    }
+    count(stat::QUEUE);
+    let cgroup = if config!(bio_cgroup) != 0 {
+        bio_cgroup_id(load(bio, config!(off.bio_blkg)), held)
+    } else {
+        // SAFETY: helper without arguments.
+        unsafe { aya_ebpf::helpers::generated::bpf_get_current_cgroup_id() }
+    };
+    let start = BioStart {
+        q_ns: now(),
+        cgroup,
+    };
+    let _ = EXP_BIO.insert(&bio, &start, 0);
+    0
+}
+
+/// The state of request `rq`, created (from its first bio's Q) if this is the first time it
+/// is seen; `None` if `EXP_RQ` is full.
+#[inline(always)]
+fn rq_state(rq: u64) -> Option<*mut RqState> {
+    if let Some(st) = EXP_RQ.get_ptr_mut(&rq) {
+        return Some(st);
+    }
+    let bio: u64 = load(rq, config!(off.rq_bio));
+    let mut st = RqState::default();
+    // SAFETY: the value is copied out at once.
+    match unsafe { EXP_BIO.get(&bio) } {
+        Some(start) => {
+            st.q_ns = start.q_ns;
+            st.cgroup = start.cgroup;
+            let _ = EXP_BIO.remove(&bio);
+        }
+        None => count(stat::NO_QUEUE_TIME),
+    }
+    if EXP_RQ.insert(&rq, &st, 0).is_err() {
+        count(stat::RQ_FULL);
+        return None;
+    }
+    EXP_RQ.get_ptr_mut(&rq)
+}
+
+#[inline(always)]
+fn merge(ctx: &BtfTracePointContext, field: fn(*mut DevState) -> *mut u64) {
+    let bio: u64 = ctx.arg(0);
+    let held = Held::acquire();
+    let Some(dev) = bio_dev(bio, held.as_ref()) else {
+        return;
+    };
+    count(stat::MERGE);
+    if let Some(st) = dev_state(dev) {
+        // SAFETY: a pointer into EXP_DEV's value.
+        unsafe { xadd(field(st), 1) };
+    }
+}
+
+/// `block_bio_backmerge`: the bio joined a request's tail (its Q is not the request's).
+#[btf_tracepoint(function = "block_bio_backmerge")]
+pub fn exp_bio_backmerge(ctx: BtfTracePointContext) -> i32 {
+    // SAFETY (closure): field address within the value.
+    merge(&ctx, |st| unsafe { &raw mut (*st).merges_back });
+    let bio: u64 = ctx.arg(0);
+    let _ = EXP_BIO.remove(&bio);
+    0
+}
+
+/// `block_bio_frontmerge`: the bio became a request's first bio. Its entry stays: a request
+/// first seen after this (still in a plug) takes this bio's Q, a little later than its
+/// earlier bio's (docs/EXPORTER.md).
+#[btf_tracepoint(function = "block_bio_frontmerge")]
+pub fn exp_bio_frontmerge(ctx: BtfTracePointContext) -> i32 {
+    // SAFETY (closure): as above.
+    merge(&ctx, |st| unsafe { &raw mut (*st).merges_front });
+    0
+}
+
+/// `block_rq_merge`: request `rq` was merged into another and is freed without completing.
+#[btf_tracepoint(function = "block_rq_merge")]
+pub fn exp_rq_merge(ctx: BtfTracePointContext) -> i32 {
+    let rq: u64 = ctx.arg(0);
+    let held = Held::acquire();
+    let Some(dev) = rq_dev(rq, held.as_ref()) else {
+        return 0;
+    };
+    count(stat::MERGE);
+    let Some(dst) = dev_state(dev) else {
+        return 0;
+    };
+    // SAFETY: pointers into EXP_DEV's and EXP_RQ's values.
+    unsafe {
+        xadd(&raw mut (*dst).merges_rq, 1);
+        match EXP_RQ.get_ptr_mut(&rq) {
+            Some(st) => {
+                if (*st).flags & RQ_INSERTED != 0 {
+                    xadd(&raw mut (*dst).in_sched, u64::MAX);
+                }
+                let _ = EXP_RQ.remove(&rq);
+            }
+            None => count(stat::UNTRACKED),
+        }
+    }
+    0
+}
+
+/// `block_rq_insert`: into the scheduler (or a hardware queue's list). With nothing in the
+/// driver, an idle interval opens: requests wait and the device has none.
+#[btf_tracepoint(function = "block_rq_insert")]
+pub fn exp_rq_insert(ctx: BtfTracePointContext) -> i32 {
+    let rq: u64 = ctx.arg(0);
+    let held = Held::acquire();
+    let Some(dev) = rq_dev(rq, held.as_ref()) else {
+        return 0;
+    };
+    count(stat::INSERT);
+    let Some(st) = rq_state(rq) else {
+        return 0;
+    };
+    let Some(dst) = dev_state(dev) else {
+        return 0;
+    };
+    // SAFETY: pointers into EXP_RQ's and EXP_DEV's values.
+    unsafe {
+        if (*st).flags & RQ_INSERTED != 0 {
+            return 0;
+        }
+        (*st).flags |= RQ_INSERTED;
+        xadd(&raw mut (*dst).in_sched, 1);
+        if (*dst).in_driver == 0 && (*dst).idle_since == 0 {
+            (*dst).idle_cgroup = (*dst).last_cgroup;
+            (*dst).idle_since = now();
+        }
+    }
+    0
+}
+
+/// `block_rq_issue`: to the driver. Closes the device's open idle interval, counted as waste
+/// if it lasted [`IDLE_MIN_NS`] or more.
+#[btf_tracepoint(function = "block_rq_issue")]
+pub fn exp_rq_issue(ctx: BtfTracePointContext) -> i32 {
+    let rq: u64 = ctx.arg(0);
+    let held = Held::acquire();
+    let Some(dev) = rq_dev(rq, held.as_ref()) else {
+        return 0;
+    };
+    count(stat::ISSUE);
+    let Some(st) = rq_state(rq) else {
+        return 0;
+    };
+    let Some(dst) = dev_state(dev) else {
+        return 0;
+    };
+    let t = now();
+    // SAFETY: pointers into EXP_RQ's and EXP_DEV's values.
+    unsafe {
+        (*st).d_ns = t;
+        if (*st).flags & RQ_INSERTED != 0 {
+            xadd(&raw mut (*dst).in_sched, u64::MAX);
+        }
+        let was_issued = (*st).flags & RQ_ISSUED != 0;
+        (*st).flags = RQ_ISSUED;
+        if !was_issued {
+            xadd(&raw mut (*dst).in_driver, 1);
+        }
+        let since = (*dst).idle_since;
+        if since != 0 {
+            (*dst).idle_since = 0;
+            let idle = t.wrapping_sub(since);
+            // A start after `t` (another CPU's, racing) is no interval.
+            if idle >= IDLE_MIN_NS && idle < 1 << 62 {
+                let key = DevCgroup {
+                    dev,
+                    _pad: 0,
+                    cgroup: (*dst).idle_cgroup,
+                };
+                match value_of(&EXP_IDLE, &key, &ZERO_IDLE) {
+                    Some(w) => {
+                        xadd(&raw mut (*w).ns, idle);
+                        xadd(&raw mut (*w).intervals, 1);
+                    }
+                    None => count(stat::MAP_FULL),
+                }
+            }
+        }
+    }
+    0
+}
+
+/// Where the driver just emptied (or was already empty): open an idle interval if requests
+/// wait, else make sure none is open. Every completion and requeue writes it, so a start left
+/// by a race between CPUs (a few nanoseconds wide) lives only until the device's next
+/// completion or issue.
+///
+/// SAFETY: `dst` points into EXP_DEV's value.
+#[inline(always)]
+unsafe fn driver_left(dst: *mut DevState, cgroup: u64) {
+    // SAFETY: per the function's contract.
+    unsafe {
+        if (*dst).in_driver != 0 {
+            (*dst).idle_since = 0;
+        } else if (*dst).in_sched as i64 > 0 {
+            (*dst).idle_cgroup = cgroup;
+            (*dst).idle_since = now();
+            // Issued meanwhile on another CPU: not idle after all.
+            if (*dst).in_driver != 0 {
+                (*dst).idle_since = 0;
+            }
+        } else {
+            (*dst).idle_since = 0;
+        }
+    }
+}
+
+/// `block_rq_complete`: (part of) a request done. The last part folds the request into the
+/// histograms and counters.
+#[btf_tracepoint(function = "block_rq_complete")]
+pub fn exp_rq_complete(ctx: BtfTracePointContext) -> i32 {
+    let rq: u64 = ctx.arg(0);
+    let nr_bytes = ctx.arg::<u64>(2) & 0xffff_ffff;
+    let held = Held::acquire();
+    let Some(dev) = rq_dev(rq, held.as_ref()) else {
+        return 0;
+    };
+    count(stat::COMPLETE);
+    let Some(st) = EXP_RQ.get_ptr_mut(&rq) else {
+        count(stat::UNTRACKED);
+        return 0;
+    };
+    let t = now();
+    // The request's remaining size before this completion: the last part leaves none.
+    let remaining: u32 = load(rq, config!(off.rq_data_len));
+    let last = nr_bytes >= u64::from(remaining);
+    let op = load::<u32>(rq, config!(off.rq_cmd_flags)) & OP_MASK;
+    // SAFETY: pointers into map values.
+    unsafe {
+        let s = *st;
+        let cg_key = DevOpCgroup {
+            dev,
+            op,
+            cgroup: s.cgroup,
+        };
+        let cg = match value_of(&EXP_CG, &cg_key, &ZERO_CG) {
+            Some(cg) => Some(cg),
+            None => {
+                count(stat::CG_FULL);
+                value_of(
+                    &EXP_CG,
+                    &DevOpCgroup {
+                        cgroup: 0,
+                        ..cg_key
+                    },
+                    &ZERO_CG,
+                )
+            }
+        };
+        if let Some(cg) = cg {
+            xadd(&raw mut (*cg).bytes, nr_bytes);
+            if last {
+                xadd(&raw mut (*cg).requests, 1);
+                if s.q_ns != 0 {
+                    observe(&raw mut (*cg).latency, t.wrapping_sub(s.q_ns));
+                }
+            }
+        } else {
+            count(stat::MAP_FULL);
+        }
+        if !last {
+            return 0;
+        }
+        if s.d_ns != 0 {
+            match value_of(&EXP_LAT, &DevOp { dev, op }, &ZERO_STAGES) {
+                Some(lat) => {
+                    if s.q_ns != 0 {
+                        observe(&raw mut (*lat).queue, s.d_ns.wrapping_sub(s.q_ns));
+                    }
+                    observe(&raw mut (*lat).device, t.wrapping_sub(s.d_ns));
+                }
+                None => count(stat::MAP_FULL),
+            }
+        }
+        let _ = EXP_RQ.remove(&rq);
+        if let Some(dst) = dev_state(dev) {
+            if s.flags & RQ_INSERTED != 0 {
+                xadd(&raw mut (*dst).in_sched, u64::MAX);
+            }
+            if s.flags & RQ_ISSUED != 0 {
+                xadd(&raw mut (*dst).in_driver, u64::MAX);
+            }
+            (*dst).last_cgroup = s.cgroup;
+            driver_left(dst, s.cgroup);
+        }
+    }
+    0
+}
+
+/// `block_rq_requeue`: the driver handed the request back; it is inserted again later.
+#[btf_tracepoint(function = "block_rq_requeue")]
+pub fn exp_rq_requeue(ctx: BtfTracePointContext) -> i32 {
+    let rq: u64 = ctx.arg(0);
+    let held = Held::acquire();
+    let Some(dev) = rq_dev(rq, held.as_ref()) else {
+        return 0;
+    };
+    count(stat::REQUEUE);
+    let Some(dst) = dev_state(dev) else {
+        return 0;
+    };
+    // SAFETY: pointers into map values.
+    unsafe {
+        xadd(&raw mut (*dst).requeues, 1);
+        let Some(st) = EXP_RQ.get_ptr_mut(&rq) else {
+            count(stat::UNTRACKED);
+            return 0;
+        };
+        if (*st).flags & RQ_ISSUED != 0 {
+            (*st).flags &= !RQ_ISSUED;
+            xadd(&raw mut (*dst).in_driver, u64::MAX);
+        }
+        driver_left(dst, (*st).cgroup);
+    }
+    0
+}

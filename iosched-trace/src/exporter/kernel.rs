@@ -1,0 +1,450 @@
+//! The exporter's kernel side from userspace: the `exp_*` programs loaded and attached, the
+//! traced devices kept in step with /sys/block (a watcher thread, once a second), and the
+//! maps read into a [`Snapshot`] at each scrape.
+//!
+//! Owns: the `Ebpf` object of the exporter (dropping the collector detaches every program),
+//! the device filter, the removal of a gone device's entries (its series go away).
+//! Must not: name or lay out metrics (`families`).
+
+use std::{
+    collections::BTreeMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use anyhow::Context;
+use aya::{
+    Btf, Ebpf,
+    maps::{HashMap, MapData, PerCpuArray},
+    programs::Program,
+};
+use iosched_core::record::DeviceInfo;
+use iosched_trace_common::{
+    Config, MAP_DEVICES,
+    exporter::{
+        self, CgroupIo, DevCgroup, DevOp, DevOpCgroup, DevState, IdleWaste, StageHists, stat,
+    },
+};
+
+use super::{Collect, ExporterConfig, families};
+use crate::{
+    capture::{self, CaptureError},
+    devices::{Disk, Sysfs},
+    probe::{FlagDecoder, KernelLayout},
+    system::CgroupPaths,
+    views::metrics::Family,
+};
+
+/// How often the watcher brings the traced devices in line with /sys/block: a device that
+/// appears is traced from then on (its first second of I/O may be missed).
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// The smallest ring the object's `EVENTS` map can have: the exporter sends nothing on it.
+const UNUSED_RING_BYTES: u32 = 4096;
+
+/// What the maps held at one scrape, with the devices they were about.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Traced devices by kernel `dev_t`, with their sysfs settings now (`None`: could not
+    /// be read, the device is going away).
+    pub devices: BTreeMap<u32, (Disk, Option<DeviceInfo>)>,
+    pub dev_state: Vec<(u32, DevState)>,
+    pub stages: Vec<(DevOp, StageHists)>,
+    pub io: Vec<(DevOpCgroup, CgroupIo)>,
+    pub idle: Vec<(DevCgroup, IdleWaste)>,
+    /// `EXP_STATS`, summed over CPUs, by `exporter::stat` index.
+    pub stats: Vec<u64>,
+    /// Each program's run time (ns) and runs, while `kernel.bpf_stats_enabled` is 1.
+    pub programs: Vec<ProgramCost>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ProgramCost {
+    pub name: &'static str,
+    pub run_ns: u64,
+    pub runs: u64,
+}
+
+/// The maps and the device filter; shared by the scrape and the device watcher.
+struct Inner {
+    // Field order matters on drop: the programs (in `ebpf`) detach before the maps close.
+    ebpf: Ebpf,
+    filter: HashMap<MapData, u32, u8>,
+    devcache: HashMap<MapData, u64, u64>,
+    rq: HashMap<MapData, u64, exporter::RqState>,
+    lat: HashMap<MapData, DevOp, StageHists>,
+    cg: HashMap<MapData, DevOpCgroup, CgroupIo>,
+    dev: HashMap<MapData, u32, DevState>,
+    idle: HashMap<MapData, DevCgroup, IdleWaste>,
+    stats: PerCpuArray<MapData, u64>,
+    traced: BTreeMap<u32, Disk>,
+    /// `-d` names; empty: every request-based disk.
+    wanted: Vec<String>,
+    sysfs: Sysfs,
+}
+
+/// The product's [`Collect`]: the kernel's aggregates as metric families.
+pub struct KernelCollector {
+    inner: Arc<Mutex<Inner>>,
+    stop: Arc<AtomicBool>,
+    watcher: Option<JoinHandle<()>>,
+    decoder: FlagDecoder,
+    cgroups: CgroupPaths,
+    max_cgroups: usize,
+}
+
+fn map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, CaptureError> {
+    ebpf.take_map(name)
+        .ok_or_else(|| CaptureError::Map(name, "missing from the object".into()))
+}
+
+fn typed<T, E: std::fmt::Display>(
+    name: &'static str,
+    made: Result<T, E>,
+) -> Result<T, CaptureError> {
+    made.map_err(|e| CaptureError::Map(name, e.to_string()))
+}
+
+impl KernelCollector {
+    /// Checks the host, loads the exporter's programs, starts tracing the devices and the
+    /// watcher. Needs root (or CAP_BPF and CAP_PERFMON) and the kernel's BTF.
+    pub fn start(config: &ExporterConfig) -> anyhow::Result<Self> {
+        crate::preflight::check_privileges()?;
+        crate::preflight::check_btf()?;
+        let kernel = crate::capture::session::Kernel::prepare()?;
+        let sysfs = Sysfs::default();
+        // Named devices must exist at the start (a typo is told at once); later they may
+        // come and go.
+        for name in &config.devices {
+            let disk = sysfs.resolve(name)?;
+            anyhow::ensure!(
+                disk.request_based,
+                "{} is a bio-based device (device-mapper, md, zram...): it has no requests, so \
+                 none of the exporter's figures; name the disks below it",
+                disk.name
+            );
+        }
+        let inner = load(&kernel.layout, &kernel.btf, config, sysfs)?;
+        let inner = Arc::new(Mutex::new(inner));
+        inner
+            .lock()
+            .expect("not poisoned at start")
+            .sync_devices()
+            .context("tracing the devices")?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let watcher = {
+            let (inner, stop) = (Arc::clone(&inner), Arc::clone(&stop));
+            std::thread::Builder::new()
+                .name("device-watch".into())
+                .spawn(move || watch(&inner, &stop))
+                .context("starting the device watcher")?
+        };
+        Ok(KernelCollector {
+            inner,
+            stop,
+            watcher: Some(watcher),
+            decoder: kernel.layout.flags.clone(),
+            cgroups: CgroupPaths::default(),
+            max_cgroups: config.max_cgroups,
+        })
+    }
+
+    /// Reads every map now.
+    pub fn snapshot(&self) -> anyhow::Result<Snapshot> {
+        let mut inner = self
+            .inner
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a thread panicked"))?;
+        // A device gone since the watcher last looked must not be reported with stale data.
+        inner.sync_devices()?;
+        inner.read()
+    }
+}
+
+impl Collect for KernelCollector {
+    fn collect(&mut self) -> anyhow::Result<Vec<Family>> {
+        let snapshot = self.snapshot()?;
+        let decoder = &self.decoder;
+        let cgroups = &mut self.cgroups;
+        Ok(families::families(
+            &snapshot,
+            &|code| decoder.decode(code).0,
+            &mut |id| cgroups.path(id),
+            self.max_cgroups,
+        ))
+    }
+
+    fn reload(&mut self) -> anyhow::Result<()> {
+        // New cgroups are found by the next scrape's walk anyway; a fresh table also forgets
+        // the removed ones' names.
+        self.cgroups = CgroupPaths::default();
+        let mut inner = self
+            .inner
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a thread panicked"))?;
+        inner.sync_devices()
+    }
+}
+
+impl Drop for KernelCollector {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(w) = self.watcher.take() {
+            let _ = w.join();
+        }
+        // `inner` (and with it every program) goes when the last Arc does: now.
+    }
+}
+
+fn watch(inner: &Mutex<Inner>, stop: &AtomicBool) {
+    let mut last_error = String::new();
+    while !stop.load(Ordering::Relaxed) {
+        // Short sleeps: SIGTERM's drop waits for this thread.
+        for _ in 0..10 {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            std::thread::sleep(WATCH_EVERY / 10);
+        }
+        let Ok(mut guard) = inner.lock() else {
+            return;
+        };
+        match guard.sync_devices() {
+            Ok(()) => last_error.clear(),
+            Err(e) => {
+                let text = format!("{e:#}");
+                if text != last_error {
+                    eprintln!("iosched-trace exporter: watching devices: {text}");
+                    last_error = text;
+                }
+            }
+        }
+    }
+}
+
+fn load(
+    layout: &KernelLayout,
+    kernel_btf: &crate::btf::Btf,
+    config: &ExporterConfig,
+    sysfs: Sysfs,
+) -> anyhow::Result<Inner> {
+    for (_, tracepoint) in exporter::PROGRAMS {
+        crate::probe::check_prototype(kernel_btf, tracepoint)
+            .with_context(|| format!("tracepoint {tracepoint}"))?;
+    }
+    let btf = Btf::from_sys_fs().map_err(CaptureError::Btf)?;
+    let globals = Config {
+        self_tgid: std::process::id(),
+        // Always filtered: the watcher keeps the request-based disks in the filter, so bios
+        // of bio-based devices (which never become requests) cost one lookup and nothing else.
+        filter_devices: 1,
+        wakeup_bytes: 0,
+        bio_cgroup: u32::from(layout.bio_cgroup),
+        wakeups: 0,
+        plug_events: 0,
+        off: layout.offsets,
+    };
+    let mut ebpf = capture::load_object(&globals, &btf, UNUSED_RING_BYTES, false)?;
+    let filter = typed(MAP_DEVICES, HashMap::try_from(map(&mut ebpf, MAP_DEVICES)?))?;
+    let devcache = typed(
+        exporter::MAP_DEVCACHE,
+        HashMap::try_from(map(&mut ebpf, exporter::MAP_DEVCACHE)?),
+    )?;
+    let rq = typed(
+        exporter::MAP_RQ,
+        HashMap::try_from(map(&mut ebpf, exporter::MAP_RQ)?),
+    )?;
+    let lat = typed(
+        exporter::MAP_LAT,
+        HashMap::try_from(map(&mut ebpf, exporter::MAP_LAT)?),
+    )?;
+    let cg = typed(
+        exporter::MAP_CG,
+        HashMap::try_from(map(&mut ebpf, exporter::MAP_CG)?),
+    )?;
+    let dev = typed(
+        exporter::MAP_DEV,
+        HashMap::try_from(map(&mut ebpf, exporter::MAP_DEV)?),
+    )?;
+    let idle = typed(
+        exporter::MAP_IDLE,
+        HashMap::try_from(map(&mut ebpf, exporter::MAP_IDLE)?),
+    )?;
+    let stats = typed(
+        exporter::MAP_STATS,
+        PerCpuArray::try_from(map(&mut ebpf, exporter::MAP_STATS)?),
+    )?;
+    for (program, tracepoint) in exporter::PROGRAMS {
+        capture::attach_tracepoint(&mut ebpf, program, tracepoint, &btf, false)?;
+    }
+    Ok(Inner {
+        ebpf,
+        filter,
+        devcache,
+        rq,
+        lat,
+        cg,
+        dev,
+        idle,
+        stats,
+        traced: BTreeMap::new(),
+        wanted: config.devices.clone(),
+        sysfs,
+    })
+}
+
+impl Inner {
+    /// The disks to trace now: the named ones that exist, or every request-based disk.
+    fn wanted_disks(&self) -> anyhow::Result<Vec<Disk>> {
+        if self.wanted.is_empty() {
+            return Ok(self.sysfs.request_based_disks()?);
+        }
+        Ok(self
+            .wanted
+            .iter()
+            .filter_map(|name| self.sysfs.resolve(name).ok())
+            .filter(|d| d.request_based)
+            .collect())
+    }
+
+    /// Brings the filter in line with the disks now: new ones traced, gone ones untraced and
+    /// their entries deleted (their series disappear). A disk whose name now has another
+    /// `dev_t` (detached and attached again) counts as gone and new.
+    fn sync_devices(&mut self) -> anyhow::Result<()> {
+        let now: BTreeMap<u32, Disk> = self
+            .wanted_disks()?
+            .into_iter()
+            .map(|d| (d.dev.to_kernel(), d))
+            .collect();
+        let gone: Vec<u32> = self
+            .traced
+            .keys()
+            .filter(|dev| !now.contains_key(dev))
+            .copied()
+            .collect();
+        let new: Vec<u32> = now
+            .keys()
+            .filter(|dev| !self.traced.contains_key(dev))
+            .copied()
+            .collect();
+        if gone.is_empty() && new.is_empty() {
+            return Ok(());
+        }
+        for dev in &new {
+            self.filter
+                .insert(dev, 1, 0)
+                .map_err(|e| CaptureError::Map(MAP_DEVICES, e.to_string()))?;
+        }
+        for dev in &gone {
+            let _ = self.filter.remove(dev);
+            self.forget(*dev);
+        }
+        // The programs cache queue -> (device, traced): a new disk may have been seen (as
+        // untraced) before it was added, and a new disk may reuse a gone one's queue.
+        let keys: Vec<u64> = self.devcache.keys().filter_map(Result::ok).collect();
+        for key in keys {
+            let _ = self.devcache.remove(&key);
+        }
+        self.traced = now;
+        Ok(())
+    }
+
+    /// Deletes every entry of `dev`.
+    fn forget(&mut self, dev: u32) {
+        let lat: Vec<DevOp> = self.lat.keys().filter_map(Result::ok).collect();
+        for k in lat.iter().filter(|k| k.dev == dev) {
+            let _ = self.lat.remove(k);
+        }
+        let cg: Vec<DevOpCgroup> = self.cg.keys().filter_map(Result::ok).collect();
+        for k in cg.iter().filter(|k| k.dev == dev) {
+            let _ = self.cg.remove(k);
+        }
+        let idle: Vec<DevCgroup> = self.idle.keys().filter_map(Result::ok).collect();
+        for k in idle.iter().filter(|k| k.dev == dev) {
+            let _ = self.idle.remove(k);
+        }
+        let _ = self.dev.remove(&dev);
+    }
+
+    fn read(&mut self) -> anyhow::Result<Snapshot> {
+        fn entries<K: aya::Pod + Ord + Copy, V: aya::Pod>(
+            name: &'static str,
+            map: &HashMap<MapData, K, V>,
+        ) -> Result<Vec<(K, V)>, CaptureError> {
+            let mut out = Vec::new();
+            for entry in map.iter() {
+                match entry {
+                    Ok(kv) => out.push(kv),
+                    // Deleted by a program between the key walk and the lookup.
+                    Err(aya::maps::MapError::KeyNotFound) => {}
+                    Err(e) => return Err(CaptureError::Map(name, e.to_string())),
+                }
+            }
+            out.sort_by_key(|a| a.0);
+            Ok(out)
+        }
+        let stats = (0..stat::COUNT)
+            .map(|i| {
+                self.stats
+                    .get(&i, 0)
+                    .map(|per_cpu| per_cpu.iter().sum::<u64>())
+                    .map_err(|e| CaptureError::Map(exporter::MAP_STATS, e.to_string()))
+            })
+            .collect::<Result<Vec<u64>, _>>()?;
+        let devices = self
+            .traced
+            .iter()
+            .map(|(dev, disk)| {
+                (
+                    *dev,
+                    (disk.clone(), DeviceInfo::from_sysfs(&disk.name).ok()),
+                )
+            })
+            .collect();
+        Ok(Snapshot {
+            devices,
+            dev_state: entries(exporter::MAP_DEV, &self.dev)?,
+            stages: entries(exporter::MAP_LAT, &self.lat)?,
+            io: entries(exporter::MAP_CG, &self.cg)?,
+            idle: entries(exporter::MAP_IDLE, &self.idle)?,
+            stats,
+            programs: self.program_costs(),
+        })
+    }
+
+    /// The programs' cost counters; empty unless `kernel.bpf_stats_enabled` is 1 (the
+    /// kernel counts nothing otherwise, and zeros would read as "free").
+    fn program_costs(&self) -> Vec<ProgramCost> {
+        let enabled = std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled")
+            .is_ok_and(|v| v.trim() == "1");
+        if !enabled {
+            return Vec::new();
+        }
+        exporter::PROGRAMS
+            .iter()
+            .filter_map(|(name, _)| {
+                let program: &Program = self.ebpf.program(name)?;
+                let info = program.info().ok()?;
+                Some(ProgramCost {
+                    name,
+                    run_ns: info.run_time().as_nanos() as u64,
+                    runs: info.run_count(),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Requests the kernel side holds state for now (in flight, or leaked by a lost completion):
+/// for tests and `-v`.
+pub fn tracked_requests(collector: &KernelCollector) -> usize {
+    collector
+        .inner
+        .lock()
+        .map(|i| i.rq.keys().count())
+        .unwrap_or(0)
+}
