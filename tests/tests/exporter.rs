@@ -1,0 +1,419 @@
+//! The exporter on the real kernel: scraped by a real Prometheus server after a known fio
+//! workload (the request count is fio's own, the quantiles agree with `report` on a recording
+//! of the same run), a loop device that appears and goes away while it runs, and SIGTERM
+//! detaching every program.
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    net::{TcpListener, TcpStream},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use iosched_trace_common::exporter::BOUNDS_NS;
+use iosched_trace_tests::{
+    ScratchLoop, binary, fio, real_kernel_available, record, report_json, run, scratch_dir,
+};
+
+/// A free TCP port on loopback (bound and released: the child binds it a moment later).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// `GET path` on 127.0.0.1:`port`, with `accept`; the status line and the body.
+fn http_get(port: u16, path: &str, accept: &str) -> std::io::Result<(String, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.lines().next().unwrap_or("").to_string();
+    // Our server and Prometheus's API answer with a length or close; a chunked body (not
+    // expected) would show as a parse failure of the test, not a pass.
+    Ok((status, body.to_string()))
+}
+
+/// A child process (the exporter, Prometheus) stopped by pid on drop: SIGTERM, then SIGKILL
+/// after 5 s.
+struct Daemon {
+    child: Option<Child>,
+    lines: mpsc::Receiver<String>,
+    what: &'static str,
+}
+
+impl Daemon {
+    /// Starts `cmd` with stderr read line by line; waits for a line containing `ready`.
+    fn start(what: &'static str, mut cmd: Command, ready: &str) -> Daemon {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("{what}: {e}"));
+        let stderr = child.stderr.take().expect("piped");
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut d = Daemon {
+            child: Some(child),
+            lines,
+            what,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut said = Vec::new();
+        while Instant::now() < deadline {
+            match d.lines.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) => {
+                    let done = line.contains(ready);
+                    said.push(line);
+                    if done {
+                        return d;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+        }
+        panic!("{what} did not say {ready:?}: {}", said.join("\n"));
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().expect("running").id() as i32
+    }
+
+    /// SIGTERM, and its exit status (waits up to 10 s, then kills).
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: our own child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{} did not stop on SIGTERM within 10 s", self.what);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// What it has said on stderr since it was ready.
+    fn said(&self) -> Vec<String> {
+        self.lines.try_iter().collect()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SAFETY: our own child's pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn exporter(port: u16, extra: &[&str]) -> Daemon {
+    let mut cmd = Command::new(binary());
+    cmd.arg("exporter")
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .args(extra);
+    Daemon::start("exporter", cmd, "listening on")
+}
+
+/// The classic text exposition's samples: `name{labels} value` lines.
+fn samples(text: &str) -> Vec<(String, f64)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            Some((series.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The sum of the samples of `name` whose labels contain every one of `labels`.
+fn sample_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    samples(text)
+        .iter()
+        .filter(|(s, _)| {
+            s.split('{').next() == Some(name) && labels.iter().all(|l| s.contains(l))
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// `scrape(port)`'s classic text.
+fn scrape(port: u16) -> String {
+    let (status, body) = http_get(port, "/metrics", "text/plain").expect("scrape");
+    assert!(status.contains("200"), "scrape: {status}\n{body}");
+    body
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// One PromQL instant query's scalar result (the first series' value), if any.
+fn promql(port: u16, query: &str) -> Option<f64> {
+    let path = format!("/api/v1/query?query={}", percent_encode(query));
+    let (_, body) = http_get(port, &path, "application/json").ok()?;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+/// The bucket of `ns` (an index into the bounds; the overflow is `BOUNDS_NS.len()`).
+fn bucket_of(ns: f64) -> usize {
+    BOUNDS_NS
+        .iter()
+        .position(|b| ns <= *b as f64)
+        .unwrap_or(BOUNDS_NS.len())
+}
+
+/// 4096 random 4 KiB direct reads under mq-deadline, recorded and exported at once, the
+/// exporter scraped by Prometheus: `iosched_requests_total` is fio's own count, Q->C's count
+/// is the report's, and the PromQL p50 and p99 of Q->C are within a bucket of the report's.
+#[test]
+fn prometheus_scrapes_what_fio_did_and_the_quantiles_agree_with_report() {
+    if !real_kernel_available("prometheus_scrapes_what_fio_did_and_the_quantiles_agree_with_report")
+    {
+        return;
+    }
+    let disk = ScratchLoop::new("exp-prom", 64, "mq-deadline").unwrap();
+    let dir = scratch_dir("exp-prom-out").unwrap();
+    let port = free_port();
+    let _exporter = exporter(port, &["-d", disk.name()]);
+    let file = dir.path().join("rec.istrace");
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
+    let job = fio(
+        dir.path(),
+        &[
+            "--name=reads",
+            &format!("--filename={}", disk.dev().display()),
+            "--rw=randread",
+            "--bs=4k",
+            "--size=16m",
+            "--direct=1",
+            "--ioengine=psync",
+        ],
+    )
+    .unwrap();
+    recorder.stop().unwrap();
+    let fio_reads = job["jobs"][0]["read"]["total_ios"].as_u64().unwrap();
+    assert_eq!(fio_reads, 4096);
+
+    // The exposition first, read directly: exact counts.
+    let text = scrape(port);
+    let device = format!("device=\"{}\"", disk.name());
+    let reads = sample_sum(
+        &text,
+        "iosched_requests_total",
+        &[&device, "operation=\"read\""],
+    );
+    assert_eq!(reads, fio_reads as f64, "requests_total against fio\n{text}");
+    let bytes = sample_sum(
+        &text,
+        "iosched_request_bytes_total",
+        &[&device, "operation=\"read\""],
+    );
+    assert_eq!(bytes, (fio_reads * 4096) as f64);
+    let q2c_count = sample_sum(
+        &text,
+        "iosched_request_latency_seconds_count",
+        &[&device, "operation=\"read\""],
+    );
+    let report = report_json(&file, &[]).unwrap();
+    let q2c = &report["devices"][0]["latency_by_direction"]["read"]["q2c"];
+    assert_eq!(
+        q2c_count,
+        q2c["count"].as_f64().unwrap(),
+        "Q->C count against report"
+    );
+    let q2c_sum = sample_sum(
+        &text,
+        "iosched_request_latency_seconds_sum",
+        &[&device, "operation=\"read\""],
+    );
+    let mean_ns = q2c_sum / q2c_count * 1e9;
+    let report_mean = q2c["mean_ns"].as_f64().unwrap();
+    assert!(
+        (mean_ns - report_mean).abs() < 0.1 * report_mean + 2_000.0,
+        "mean Q->C {mean_ns:.0} ns against report's {report_mean:.0} ns"
+    );
+
+    // Prometheus itself, scraping every second.
+    let prom_dir = dir.path().join("prometheus");
+    std::fs::create_dir_all(&prom_dir).unwrap();
+    let config = prom_dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: iosched\n    \
+             static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        ),
+    )
+    .unwrap();
+    let prom_port = free_port();
+    let mut cmd = Command::new("prometheus");
+    cmd.arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", prom_dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"));
+    let _prometheus = Daemon::start("prometheus", cmd, "Server is ready to receive web requests");
+    let count_query = format!(
+        "sum(iosched_requests_total{{device=\"{}\",operation=\"read\"}})",
+        disk.name()
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = None;
+    while Instant::now() < deadline {
+        seen = promql(prom_port, &count_query);
+        if seen.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(seen, Some(fio_reads as f64), "PromQL {count_query}");
+    for (q, key) in [(0.5, "p50_ns"), (0.99, "p99_ns")] {
+        let query = format!(
+            "histogram_quantile({q}, sum by (le) (iosched_request_latency_seconds_bucket{{device=\"{}\",operation=\"read\"}}))",
+            disk.name()
+        );
+        let prom_ns = promql(prom_port, &query).expect("a quantile") * 1e9;
+        let report_ns = q2c[key].as_f64().unwrap();
+        // histogram_quantile interpolates inside the bucket holding the quantile; the report's
+        // exact value is in that bucket, or (at a boundary, where the two programs' clocks
+        // read tens of ns apart) the next one.
+        let (b_prom, b_report) = (bucket_of(prom_ns), bucket_of(report_ns));
+        assert!(
+            b_prom.abs_diff(b_report) <= 1,
+            "Q->C {key}: PromQL {prom_ns:.0} ns (bucket {b_prom}), report {report_ns:.0} ns (bucket {b_report})"
+        );
+    }
+}
+
+/// Tracing every device: a loop device attached after the start gets series for its I/O; once
+/// detached its series go away, and the exporter keeps serving.
+#[test]
+fn a_device_that_comes_and_goes_gets_series_and_loses_them() {
+    if !real_kernel_available("a_device_that_comes_and_goes_gets_series_and_loses_them") {
+        return;
+    }
+    let port = free_port();
+    let mut daemon = exporter(port, &[]);
+    let disk = ScratchLoop::new("exp-hotplug", 32, "none").unwrap();
+    let name = disk.name().to_string();
+    // The watcher looks once a second.
+    std::thread::sleep(Duration::from_millis(2500));
+    iosched_trace_tests::dd(&[
+        "if=/dev/zero",
+        &format!("of={}", disk.dev().display()),
+        "bs=4096",
+        "count=300",
+        "oflag=direct",
+    ])
+    .unwrap();
+    let device = format!("device=\"{name}\"");
+    let text = scrape(port);
+    assert_eq!(
+        sample_sum(
+            &text,
+            "iosched_requests_total",
+            &[&device, "operation=\"write\""]
+        ),
+        300.0,
+        "{text}"
+    );
+    assert!(text.contains(&format!("iosched_device_info{{{device}")));
+    drop(disk);
+    std::thread::sleep(Duration::from_millis(2500));
+    let text = scrape(port);
+    assert!(
+        !text.contains(&device),
+        "series of the detached {name} remain:\n{}",
+        text.lines()
+            .filter(|l| l.contains(&device))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let status = daemon.terminate();
+    assert!(status.success(), "exporter exited {status}: {:?}", daemon.said());
+}
+
+/// Every loaded program as bpftool lists it: (id, name, pids holding it).
+fn loaded_programs() -> Vec<(u64, String, Vec<i64>)> {
+    let out = run(Command::new("bpftool").args(["prog", "show", "--json"])).unwrap();
+    let progs: serde_json::Value = serde_json::from_str(&out).unwrap();
+    progs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let pids = p["pids"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|x| x["pid"].as_i64()).collect())
+                .unwrap_or_default();
+            (
+                p["id"].as_u64().unwrap_or(0),
+                p["name"].as_str().unwrap_or("").to_string(),
+                pids,
+            )
+        })
+        .collect()
+}
+
+/// While it runs, bpftool shows the exporter's eight programs held by its pid; after SIGTERM
+/// it exits 0 and holds none.
+#[test]
+fn sigterm_detaches_every_program() {
+    if !real_kernel_available("sigterm_detaches_every_program") {
+        return;
+    }
+    let disk = ScratchLoop::new("exp-term", 16, "none").unwrap();
+    let port = free_port();
+    let mut daemon = exporter(port, &["-d", disk.name()]);
+    let pid = i64::from(daemon.pid());
+    let ours: Vec<(u64, String)> = loaded_programs()
+        .into_iter()
+        .filter(|(_, _, pids)| pids.contains(&pid))
+        .map(|(id, name, _)| (id, name))
+        .collect();
+    let exp = ours.iter().filter(|(_, n)| n.starts_with("exp_")).count();
+    assert_eq!(exp, 8, "exporter programs held by its pid: {ours:?}");
+    let status = daemon.terminate();
+    assert!(status.success(), "exit {status}");
+    // Program ids are not reused soon: none of those ids may still be loaded.
+    let left: Vec<(u64, String)> = loaded_programs()
+        .into_iter()
+        .filter(|(id, _, _)| ours.iter().any(|(o, _)| o == id))
+        .map(|(id, name, _)| (id, name))
+        .collect();
+    assert!(left.is_empty(), "still loaded after SIGTERM: {left:?}");
+}
