@@ -62,6 +62,10 @@ pub enum Command {
     /// Measure what each I/O scheduler costs this host per request (a scratch RAM-backed loop
     /// device, about 15 s; root) and write the host profile `record` copies into recordings.
     Calibrate(CalibrateArgs),
+    /// Serve block-layer metrics to Prometheus (a daemon; root): latency histograms per
+    /// device and operation, requests and bytes per cgroup, idling waste, depths, aggregated
+    /// in the kernel (docs/EXPORTER.md).
+    Exporter(ExporterArgs),
     /// Replay speed of the scheduler models on a synthetic workload (`cargo xtask bench
     /// replay`): one JSON line per scheduler.
     #[command(hide = true)]
@@ -87,6 +91,76 @@ pub struct CalibrateArgs {
     /// Print the profile as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExporterArgs {
+    /// Address to listen on: IP:PORT, [IPv6]:PORT, or :PORT for every IPv4 interface.
+    /// Loopback only by default: expose it deliberately.
+    #[arg(
+        long = "web.listen-address",
+        value_name = "ADDR",
+        default_value = "127.0.0.1:9436"
+    )]
+    pub listen_address: String,
+    /// Path the metrics are served on.
+    #[arg(
+        long = "web.telemetry-path",
+        value_name = "PATH",
+        default_value = "/metrics"
+    )]
+    pub telemetry_path: String,
+    /// Device to trace by name (sda, /dev/sda). Repeatable. Default: every request-based
+    /// disk, including ones that appear later.
+    #[arg(short = 'd', long = "device", value_name = "NAME")]
+    pub devices: Vec<String>,
+    /// Cgroups exposed by name, the busiest by requests; the rest are summed as
+    /// `cgroup="other"` (1 to 1000).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub cgroups: usize,
+}
+
+impl ExporterArgs {
+    pub fn validate(&self) -> Result<crate::exporter::ExporterConfig, ArgError> {
+        let addr = self.listen_address.trim();
+        let bad_addr = || ArgError::ListenAddress(addr.to_string());
+        // `:9436`, as Prometheus exporters take it: every interface (IPv4; `[::]:9436` for
+        // both families).
+        let listen = match addr.strip_prefix(':') {
+            Some(port) => std::net::SocketAddr::from((
+                std::net::Ipv4Addr::UNSPECIFIED,
+                port.parse::<u16>().map_err(|_| bad_addr())?,
+            )),
+            None => addr.parse().map_err(|_| bad_addr())?,
+        };
+        let path = &self.telemetry_path;
+        if !path.starts_with('/')
+            || path
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == '?' || c == '#')
+        {
+            return Err(ArgError::TelemetryPath(path.clone()));
+        }
+        if !(1..=1000).contains(&self.cgroups) {
+            return Err(ArgError::Cgroups(self.cgroups));
+        }
+        let mut devices: Vec<String> = Vec::new();
+        for spec in &self.devices {
+            let name = spec.strip_prefix("/dev/").unwrap_or(spec);
+            if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+                return Err(ArgError::DeviceName(spec.clone()));
+            }
+            if !devices.iter().any(|d| d == name) {
+                devices.push(name.to_string());
+            }
+        }
+        Ok(crate::exporter::ExporterConfig {
+            listen,
+            telemetry_path: path.clone(),
+            devices,
+            max_cgroups: self.cgroups,
+        })
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -628,6 +702,16 @@ pub enum ArgError {
     FiltersNeedPerfetto,
     #[error("--host and --date apply to --to parquet only")]
     PartitionsNeedParquet,
+    #[error(
+        "--web.listen-address {0:?}: use IP:PORT (127.0.0.1:9436, [::1]:9436) or :PORT for every interface"
+    )]
+    ListenAddress(String),
+    #[error("--web.telemetry-path {0:?}: must start with / and hold no spaces, ? or #")]
+    TelemetryPath(String),
+    #[error("--cgroups {0}: must be between 1 and 1000")]
+    Cgroups(usize),
+    #[error("-d {0:?}: a device name such as sda or /dev/sda")]
+    DeviceName(String),
     #[error(transparent)]
     Device(#[from] crate::devices::DeviceError),
 }
@@ -733,6 +817,61 @@ mod tests {
         // `record --format` does not take perfetto: it is convert's alone.
         let r = Cli::try_parse_from(["iosched-trace", "record", "-o", "x", "--format", "perfetto"]);
         assert!(r.is_err());
+    }
+
+    fn exporter(extra: &[&str]) -> Result<crate::exporter::ExporterConfig, String> {
+        let mut argv = vec!["iosched-trace", "exporter"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv)
+            .map_err(|e| e.to_string())?
+            .command
+        {
+            Command::Exporter(a) => a.validate().map_err(|e| e.to_string()),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn exporter_flags_are_prometheus_style_and_checked() {
+        let c = exporter(&[]).unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:9436");
+        assert_eq!(c.telemetry_path, "/metrics");
+        assert!(c.devices.is_empty());
+        assert_eq!(c.max_cgroups, 20);
+        let c = exporter(&[
+            "--web.listen-address=:9500",
+            "--web.telemetry-path",
+            "/m",
+            "-d",
+            "sda",
+            "--device",
+            "/dev/nvme0n1",
+            "-d",
+            "sda",
+            "--cgroups",
+            "1000",
+        ])
+        .unwrap();
+        assert_eq!(c.listen.to_string(), "0.0.0.0:9500");
+        assert_eq!(c.telemetry_path, "/m");
+        assert_eq!(c.devices, ["sda", "nvme0n1"]);
+        assert_eq!(c.max_cgroups, 1000);
+        let v6 = exporter(&["--web.listen-address", "[::1]:9436"]).unwrap();
+        assert_eq!(v6.listen.to_string(), "[::1]:9436");
+        let err = |a: &[&str]| exporter(a).unwrap_err();
+        for bad in ["localhost:9436", ":", ":99999", "9436", "1.2.3.4"] {
+            assert!(
+                err(&["--web.listen-address", bad]).contains("use IP:PORT"),
+                "{bad}"
+            );
+        }
+        for bad in ["metrics", "/a b", "/m?x"] {
+            assert!(err(&["--web.telemetry-path", bad]).contains("must start with /"));
+        }
+        assert!(err(&["--cgroups", "0"]).contains("between 1 and 1000"));
+        assert!(err(&["--cgroups", "1001"]).contains("between 1 and 1000"));
+        assert!(err(&["-d", "/dev/"]).contains("a device name"));
+        assert!(err(&["-d", "a/b"]).contains("a device name"));
     }
 
     #[test]

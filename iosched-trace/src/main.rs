@@ -40,6 +40,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Replay(args) => commands::replay::run(args),
         Command::Explain(args) => commands::explain::run(args),
         Command::Calibrate(args) => commands::calibrate::run(args),
+        Command::Exporter(args) => commands::exporter::run(args),
         Command::ModelBench(args) => commands::model_bench::run(args),
     }
 }

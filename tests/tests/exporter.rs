@@ -65,7 +65,7 @@ impl Daemon {
                 }
             }
         });
-        let mut d = Daemon {
+        let d = Daemon {
             child: Some(child),
             lines,
             what,
@@ -157,9 +157,7 @@ fn samples(text: &str) -> Vec<(String, f64)> {
 fn sample_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
     samples(text)
         .iter()
-        .filter(|(s, _)| {
-            s.split('{').next() == Some(name) && labels.iter().all(|l| s.contains(l))
-        })
+        .filter(|(s, _)| s.split('{').next() == Some(name) && labels.iter().all(|l| s.contains(l)))
         .map(|(_, v)| v)
         .sum()
 }
@@ -238,7 +236,10 @@ fn prometheus_scrapes_what_fio_did_and_the_quantiles_agree_with_report() {
         "iosched_requests_total",
         &[&device, "operation=\"read\""],
     );
-    assert_eq!(reads, fio_reads as f64, "requests_total against fio\n{text}");
+    assert_eq!(
+        reads, fio_reads as f64,
+        "requests_total against fio\n{text}"
+    );
     let bytes = sample_sum(
         &text,
         "iosched_request_bytes_total",
@@ -284,7 +285,10 @@ fn prometheus_scrapes_what_fio_did_and_the_quantiles_agree_with_report() {
     let prom_port = free_port();
     let mut cmd = Command::new("prometheus");
     cmd.arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", prom_dir.join("data").display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            prom_dir.join("data").display()
+        ))
         .arg(format!("--web.listen-address=127.0.0.1:{prom_port}"));
     let _prometheus = Daemon::start("prometheus", cmd, "Server is ready to receive web requests");
     let count_query = format!(
@@ -364,7 +368,11 @@ fn a_device_that_comes_and_goes_gets_series_and_loses_them() {
             .join("\n")
     );
     let status = daemon.terminate();
-    assert!(status.success(), "exporter exited {status}: {:?}", daemon.said());
+    assert!(
+        status.success(),
+        "exporter exited {status}: {:?}",
+        daemon.said()
+    );
 }
 
 /// Every loaded program as bpftool lists it: (id, name, pids holding it).

@@ -8,7 +8,7 @@
 //!
 //! - [`check`]: can this host trace, and what will it get.
 //! - [`record`], [`live`]: the kernel side (need root); [`calibrate`]: the host's scheduler
-//!   costs (root).
+//!   costs (root); [`exporter`]: the metrics daemon (root).
 //! - [`dump`], [`report`], [`convert`]: a trace read back.
 //! - [`replay`], [`explain`]: a trace's workload through the scheduler models.
 //! - [`synth`], [`model_bench`]: development only, hidden from `--help` (xtask's benchmarks
@@ -19,6 +19,7 @@ pub mod check;
 pub mod convert;
 pub mod dump;
 pub mod explain;
+pub mod exporter;
 pub mod live;
 pub mod model_bench;
 pub mod record;

@@ -9,9 +9,14 @@
 //!   [`kernel::Snapshot`], forgetting devices that went away.
 //! - [`families`]: a snapshot, sysfs and the cgroup tree into the metric families of
 //!   `views::metrics`.
-//! - the daemon: the HTTP endpoint, signals (SIGHUP reload, SIGTERM stop), the scrape loop.
+//! - [`daemon`]: binding, signals (SIGHUP reload, SIGTERM or SIGINT stop, which drops the
+//!   collector), one scrape at a time, the daemon's own families.
+//! - [`http`]: the endpoint: `GET`/`HEAD` on the telemetry path in the format the `Accept`
+//!   header asks for, a landing page, limits on what a slow or hostile client can hold.
 
+pub mod daemon;
 pub mod families;
+pub mod http;
 pub mod kernel;
 
 use crate::views::metrics::Family;

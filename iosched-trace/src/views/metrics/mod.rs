@@ -7,6 +7,10 @@
 //! bytes), counters' samples end in `_total` (the family name does not: OpenMetrics names the
 //! family, and the classic format's `# TYPE` line names the sample). docs/EXPORTER.md lists
 //! every family.
+//!
+//! - [`text`]: both expositions, and which one a scrape's `Accept` header asks for.
+
+pub mod text;
 
 /// What kind of metric a family is, as both formats name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
