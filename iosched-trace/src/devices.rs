@@ -124,6 +124,15 @@ impl Sysfs {
         Ok(disks)
     }
 
+    /// Whether disk `name` has a medium: a size above 0. A detached loop device, an nbd not
+    /// connected and an empty drive stay in /sys/block with size 0 and can do no I/O.
+    pub fn has_medium(&self, name: &str) -> bool {
+        fs::read_to_string(self.root.join("block").join(name).join("size"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .is_some_and(|sectors| sectors > 0)
+    }
+
     /// Every disk in /sys/block that has request-level events (blk-mq), sorted by name.
     pub fn request_based_disks(&self) -> Result<Vec<Disk>, DeviceError> {
         let mut disks = self.disks()?;

@@ -298,17 +298,21 @@ fn load(
 }
 
 impl Inner {
-    /// The disks to trace now: the named ones that exist, or every request-based disk.
+    /// The disks to trace now: the named ones that exist, or every request-based disk; only
+    /// those with a medium (a detached loop device stays in /sys/block with size 0: it is
+    /// gone for the exporter, and new when attached again).
     fn wanted_disks(&self) -> anyhow::Result<Vec<Disk>> {
-        if self.wanted.is_empty() {
-            return Ok(self.sysfs.request_based_disks()?);
-        }
-        Ok(self
-            .wanted
-            .iter()
-            .filter_map(|name| self.sysfs.resolve(name).ok())
-            .filter(|d| d.request_based)
-            .collect())
+        let mut disks = if self.wanted.is_empty() {
+            self.sysfs.request_based_disks()?
+        } else {
+            self.wanted
+                .iter()
+                .filter_map(|name| self.sysfs.resolve(name).ok())
+                .filter(|d| d.request_based)
+                .collect()
+        };
+        disks.retain(|d| self.sysfs.has_medium(&d.name));
+        Ok(disks)
     }
 
     /// Brings the filter in line with the disks now: new ones traced, gone ones untraced and
