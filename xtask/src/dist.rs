@@ -7,7 +7,8 @@
 //!   completions, generated from the clap definitions (iosched-trace's `gen_docs` example);
 //! - `iosched-trace_VERSION_amd64.deb`: all of it as a Debian package, built here with
 //!   `dpkg-deb` (binary in /usr/bin, man pages, completions where bash-completion, zsh and
-//!   fish look, the docs in /usr/share/doc/iosched-trace).
+//!   fish look, the exporter's systemd unit (packaging/, not enabled by installing), the docs
+//!   and the Grafana dashboard in /usr/share/doc/iosched-trace).
 //!
 //! The tests of tests/tests/dist.rs take the binary and the package from the environment
 //! ([`STATIC_BIN_ENV`], [`DEB_ENV`]); `cargo xtask test` runs this first and sets them.
@@ -25,6 +26,8 @@ use crate::{cmd, setup};
 
 pub const STATIC_BIN_ENV: &str = "IOSCHED_TRACE_STATIC_BIN";
 pub const DEB_ENV: &str = "IOSCHED_TRACE_DEB";
+/// The exporter's unit in the package (tests/tests/dist.rs looks for it there).
+pub const UNIT_PATH: &str = "usr/lib/systemd/system/iosched-trace-exporter.service";
 
 /// What `dist` made.
 pub struct Artifacts {
@@ -197,7 +200,18 @@ fn deb(dist: &Path, out: &Artifacts) -> anyhow::Result<()> {
         let name = d.file_name().expect("a file").to_string_lossy();
         put(d, &format!("{doc}/docs/{name}"), 0o644)?;
     }
+    put(
+        &root.join("docs/grafana/iosched-trace.json"),
+        &format!("{doc}/grafana/iosched-trace.json"),
+        0o644,
+    )?;
     fs::write(stage.join(doc).join("copyright"), COPYRIGHT)?;
+    // Where systemd looks for packaged units both with and without a merged /usr.
+    put(
+        &root.join("packaging/iosched-trace-exporter.service"),
+        UNIT_PATH,
+        0o644,
+    )?;
 
     let installed_kib = du_kib(&stage)?;
     let control = control(version(), installed_kib);

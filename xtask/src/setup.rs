@@ -49,6 +49,10 @@ const PACKAGES: &[(&str, &[&str])] = &[
     ("kmod", &["depmod"]),
     ("xz-utils", &["xz"]),
     ("e2fsprogs", &["mkfs.ext4"]),
+    // `promtool check metrics` reads the exporter's classic exposition
+    // (iosched-trace/tests/exposition.rs). Debian ships it only with the server; installing
+    // enables the server's unit, which starts only where systemd runs.
+    ("prometheus", &["promtool"]),
 ];
 
 /// Whether `what` (a command, or a path when it starts with `/`) is there.
@@ -249,7 +253,10 @@ fn packages() -> anyhow::Result<()> {
 /// PyPI packages the tests need: (requirement, a Python statement that proves it works).
 /// `perfetto` ships Perfetto's trace descriptors, with which tests/perfetto/decode.py reads
 /// `convert --to perfetto`'s output independently of our encoder; `duckdb` runs
-/// docs/FLEET.md's queries on `convert --to parquet`'s output (tests/tests/fleet.rs).
+/// docs/FLEET.md's queries on `convert --to parquet`'s output (tests/tests/fleet.rs);
+/// `prometheus-client`'s two text parsers read the exporter's expositions
+/// (iosched-trace/tests/exposition.rs). Debian's python3-prometheus-client is older and
+/// would go to Debian's python, not necessarily the python3 first on the PATH.
 const PYTHON_PACKAGES: &[(&str, &str)] = &[
     (
         "perfetto==0.59.1",
@@ -258,6 +265,11 @@ const PYTHON_PACKAGES: &[(&str, &str)] = &[
     (
         "duckdb==2.0.1",
         "import duckdb; assert duckdb.__version__ == '2.0.1'",
+    ),
+    (
+        "prometheus-client==0.26.0",
+        "import importlib.metadata as m, prometheus_client.openmetrics.parser; \
+         assert m.version('prometheus-client') == '0.26.0'",
     ),
 ];
 
