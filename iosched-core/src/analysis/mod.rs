@@ -480,8 +480,9 @@ impl LifeSink for Aggregator {
         d.data_bios_queued += u64::from(ev.bytes > 0);
         d.q_seeks.add(ev.sector, u64::from(ev.sectors()));
         d.active_at_q_sum += u64::from(state.pending.saturating_sub(1));
+        // Saturating: events out of time order (a damaged trace) are no negative gap.
         if let Some(last) = d.last_q.replace(ev.ts_ns) {
-            d.stages.record(Stage::Q2Q, ev.ts_ns - last);
+            d.stages.record(Stage::Q2Q, ev.ts_ns.saturating_sub(last));
         }
         let s = Submitter::of(ev);
         if !self.selected(&s) {
@@ -494,14 +495,14 @@ impl LifeSink for Aggregator {
             p.devices.push(ev.dev);
         }
         if let Some(last) = p.last_q.replace(ev.ts_ns) {
-            p.stages.record(Stage::Q2Q, ev.ts_ns - last);
+            p.stages.record(Stage::Q2Q, ev.ts_ns.saturating_sub(last));
         }
         if p.in_flight == 0
             && sync
             && let Some(c) = p.last_completion
             && ev.ts_ns >= c
         {
-            p.think.record(ev.ts_ns - c);
+            p.think.record(ev.ts_ns.saturating_sub(c));
         }
         p.in_flight += 1;
         let c = self.cgroups.entry(s.cgroup_id).or_default();
