@@ -4,6 +4,7 @@
 //! scheduler `none`: the fastest block device we can make here, so the tracer's per-event cost
 //! shows. Baseline and recording runs alternate; the verdict uses the median ratio.
 
+pub mod exporter;
 mod peers;
 
 use std::{

@@ -90,6 +90,8 @@ enum BenchCommand {
     ///
     /// Exits non-zero when the target (live/baseline IOPS >= 0.85) is missed.
     Live(bench::LiveArgs),
+    /// The exporter's cost under the capture benchmark's load, scraped every second (root).
+    Exporter(bench::exporter::ExporterArgs),
     /// Replay speed of the scheduler models (requests/s); exits non-zero below 2M/s.
     Replay(bench_replay::ReplayArgs),
     /// `report --html` against `report --json` on a synthetic 50M-event trace: time and peak
@@ -142,6 +144,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(BenchCommand::Capture(args)) => bench::capture(&args),
         Command::Bench(BenchCommand::Analyze(args)) => bench_analyze::analyze(&args),
         Command::Bench(BenchCommand::Live(args)) => bench::live(&args),
+        Command::Bench(BenchCommand::Exporter(args)) => bench::exporter::exporter(&args),
         Command::Bench(BenchCommand::Replay(args)) => bench_replay::replay(&args),
         Command::Bench(BenchCommand::Html(args)) => bench_html::html(&args),
         Command::Disk(command) => disk::run(&command).map(|()| ExitCode::SUCCESS),

@@ -1,0 +1,195 @@
+//! `cargo xtask bench exporter`: what the always-on exporter costs the capture benchmark's
+//! load, scraped every second as Prometheus would (a scrape reads every map), alternated with
+//! baseline runs in the same invocation; ratio to baseline IOPS, target 0.90.
+
+use std::{
+    io::{BufRead as _, Read as _, Write as _},
+    net::{TcpListener, TcpStream},
+    path::Path,
+    process::{Command, ExitCode, Stdio},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use super::{IMAGE_SIZE, READY_TIMEOUT, SHM, fio, free_bytes, median, mib, scratch_device};
+use crate::{BinArgs, cmd, scratch};
+
+/// The exporter's target (the fleet issue): IOPS with it running stay >= 0.90 of baseline.
+const EXPORTER_MIN_RATIO: f64 = 0.90;
+
+#[derive(Args)]
+pub struct ExporterArgs {
+    /// fio runtime per run, in seconds.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    runtime: u32,
+    /// Baseline/exporter pairs to run; the verdict uses the median ratio.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    repeat: u32,
+    #[command(flatten)]
+    bin: BinArgs,
+}
+
+pub fn exporter(args: &ExporterArgs) -> anyhow::Result<ExitCode> {
+    cmd::require_root(
+        "bench exporter",
+        "it attaches a loop device and loads eBPF programs",
+    )?;
+    scratch::catch_interrupts()?;
+    let bin = args.bin.resolve()?;
+    if cmd::find_program("fio").is_none() {
+        bail!("fio is not installed (`cargo xtask setup` installs it as root)");
+    }
+    let free = free_bytes(Path::new(SHM))?;
+    if free < IMAGE_SIZE + (64 << 20) {
+        bail!("{SHM} has {} free; this bench needs about 1 GiB", mib(free));
+    }
+    let (_dir, loopdev) = scratch_device("iosched-trace-bench-exporter")?;
+    println!(
+        "bench exporter: fio 4k randread io_uring iodepth 32, {} s per run, {} on {SHM}, \
+         scheduler none, scraped every 1 s, {} pair(s)",
+        args.runtime,
+        loopdev.name(),
+        args.repeat
+    );
+    let mut ratios = Vec::new();
+    for i in 1..=args.repeat {
+        let baseline = fio(loopdev.dev(), args.runtime).context("baseline fio run")?;
+        let exporter = ExporterChild::start(&bin, loopdev.name())?;
+        let exported = fio(loopdev.dev(), args.runtime).context("fio run with the exporter")?;
+        let (scrapes, lost) = exporter.stop()?;
+        scratch::check_interrupted()?;
+        println!(
+            "run {i}/{}: baseline {baseline:.0} IOPS, with the exporter {exported:.0} IOPS, \
+             ratio {:.3}, {scrapes} scrapes, unaccounted {lost}",
+            args.repeat,
+            exported / baseline
+        );
+        ratios.push(exported / baseline);
+    }
+    let ratio = median(ratios);
+    let of = if args.repeat > 1 { " (median)" } else { "" };
+    let pass = ratio >= EXPORTER_MIN_RATIO;
+    println!("ratio: {ratio:.3}{of}");
+    println!(
+        "target (ratio >= {EXPORTER_MIN_RATIO}): {}",
+        if pass { "PASS" } else { "FAIL" }
+    );
+    Ok(if pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `iosched-trace exporter -d DEV` as a child on a free loopback port, with a thread that
+/// scrapes it every second; killed (by pid) on drop.
+struct ExporterChild {
+    child: std::process::Child,
+    port: u16,
+    stop: Arc<AtomicBool>,
+    scrapes: Arc<AtomicU64>,
+    scraper: Option<std::thread::JoinHandle<()>>,
+}
+
+fn get_metrics(port: u16) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+impl ExporterChild {
+    fn start(bin: &Path, dev: &str) -> anyhow::Result<ExporterChild> {
+        let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let mut child = Command::new(bin)
+            .args(["exporter", "-d", dev])
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("starting iosched-trace exporter")?;
+        let stderr = child.stderr.take().context("no stderr")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
+                eprintln!("  [exporter] {line}");
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = std::time::Instant::now() + READY_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if line.contains("listening on") => break,
+                Ok(_) => continue,
+                Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    bail!("the exporter did not start listening within 30 s");
+                }
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let scrapes = Arc::new(AtomicU64::new(0));
+        let scraper = {
+            let (stop, scrapes) = (Arc::clone(&stop), Arc::clone(&scrapes));
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    if get_metrics(port).is_ok() {
+                        scrapes.fetch_add(1, Ordering::Relaxed);
+                    }
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            })
+        };
+        Ok(ExporterChild {
+            child,
+            port,
+            stop,
+            scrapes,
+            scraper: Some(scraper),
+        })
+    }
+
+    /// A last scrape (the requests it could not account), then SIGTERM: (scrapes, lost).
+    fn stop(mut self) -> anyhow::Result<(u64, f64)> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(s) = self.scraper.take() {
+            let _ = s.join();
+        }
+        let text = get_metrics(self.port).context("the last scrape")?;
+        let lost = text
+            .lines()
+            .filter(|l| l.starts_with("iosched_lost_events_total"))
+            .filter(|l| !l.contains("no_queue_time"))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum();
+        // SAFETY: kill(2) on our own child's pid, not yet reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait()?;
+        if !status.success() {
+            bail!("the exporter exited {status} on SIGTERM");
+        }
+        Ok((self.scrapes.load(Ordering::Relaxed), lost))
+    }
+}
+
+impl Drop for ExporterChild {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
