@@ -381,27 +381,8 @@ pub mod exporter {
         pub cgroup: u64,
     }
 
-    /// Key of `EXP_LAT`: device and operation.
-    #[repr(C)]
-    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-    pub struct DevOp {
-        /// Whole disk, kernel `dev_t`.
-        pub dev: u32,
-        /// `cmd_flags & OP_MASK`: the kernel's `REQ_OP_*` code (userspace names it from BTF).
-        pub op: u32,
-    }
     /// The operation bits of `cmd_flags` (`REQ_OP_BITS` is 8 since Linux 4.10).
     pub const OP_MASK: u32 = 0xff;
-
-    /// `EXP_LAT`'s value: the stages of one device and operation.
-    #[repr(C)]
-    #[derive(Clone, Copy, Debug, Default)]
-    pub struct StageHists {
-        /// Q -> D.
-        pub queue: Hist,
-        /// D -> C.
-        pub device: Hist,
-    }
 
     /// Key of `EXP_CG`: device, operation, cgroup.
     #[repr(C)]
@@ -413,7 +394,9 @@ pub mod exporter {
         pub cgroup: u64,
     }
 
-    /// `EXP_CG`'s value.
+    /// `EXP_CG`'s value: one map for every figure of a completed request, so a completion
+    /// pays one lookup (Q->D and D->C are exposed by device and operation only; userspace
+    /// sums the cgroups).
     #[repr(C)]
     #[derive(Clone, Copy, Debug, Default)]
     pub struct CgroupIo {
@@ -423,6 +406,10 @@ pub mod exporter {
         pub bytes: u64,
         /// Q -> C.
         pub latency: Hist,
+        /// Q -> D.
+        pub queue: Hist,
+        /// D -> C.
+        pub device: Hist,
     }
 
     /// `EXP_DEV`'s value, per whole disk: depths and the idle interval open now. Shared by
@@ -486,14 +473,13 @@ pub mod exporter {
         pub const NO_QUEUE_TIME: u32 = 8;
         /// `EXP_CG` full: counted under cgroup 0 instead (and lost if that too failed).
         pub const CG_FULL: u32 = 9;
-        /// `EXP_LAT`, `EXP_DEV` or `EXP_IDLE` full: the observation was dropped.
+        /// `EXP_DEV` or `EXP_IDLE` full: the observation was dropped.
         pub const MAP_FULL: u32 = 10;
         pub const COUNT: u32 = 11;
     }
 
     pub const MAP_RQ: &str = "EXP_RQ";
     pub const MAP_BIO: &str = "EXP_BIO";
-    pub const MAP_LAT: &str = "EXP_LAT";
     pub const MAP_CG: &str = "EXP_CG";
     pub const MAP_DEV: &str = "EXP_DEV";
     pub const MAP_IDLE: &str = "EXP_IDLE";
@@ -525,8 +511,6 @@ pub mod exporter {
     mod user {
         // SAFETY (all): plain-old-data, `#[repr(C)]`, integers only, explicit padding.
         unsafe impl aya::Pod for super::RqState {}
-        unsafe impl aya::Pod for super::DevOp {}
-        unsafe impl aya::Pod for super::StageHists {}
         unsafe impl aya::Pod for super::DevOpCgroup {}
         unsafe impl aya::Pod for super::CgroupIo {}
         unsafe impl aya::Pod for super::DevState {}

@@ -65,6 +65,15 @@ fn cgroup2_root_in(mounts: &[Mount]) -> Option<PathBuf> {
         .map(|m| m.dir.clone())
 }
 
+/// Where the v1 `blkio` hierarchy is mounted, on hybrid hosts that keep the io controller
+/// there.
+pub fn blkio_v1_root() -> Option<PathBuf> {
+    mounts()
+        .into_iter()
+        .find(|m| m.fstype == "cgroup" && m.options.iter().any(|o| o == "blkio"))
+        .map(|m| m.dir)
+}
+
 /// Whether the block I/O controller is on a cgroup v1 hierarchy (a `blkio` mount, on
 /// hybrid hosts): a bio's blkcg is then a v1 cgroup, whose ids are not cgroup2 ids.
 pub fn blkio_on_cgroup_v1() -> bool {
@@ -85,9 +94,20 @@ fn blkio_on_cgroup_v1_in(mounts: &[Mount]) -> bool {
 pub struct CgroupPaths {
     known: HashMap<u64, String>,
     last_walk: Option<Instant>,
+    /// The hierarchy the ids are from when it is not cgroup2's (`in_hierarchy`).
+    root: Option<PathBuf>,
 }
 
 impl CgroupPaths {
+    /// Ids of the hierarchy mounted at `root` (the v1 blkio one, whose ids a bio's blkcg
+    /// carries on hybrid hosts), not cgroup2's.
+    pub fn in_hierarchy(root: PathBuf) -> Self {
+        Self {
+            root: Some(root),
+            ..Self::default()
+        }
+    }
+
     /// The path of cgroup `id` below the cgroup2 root (`/` for the root), if it is known or
     /// a walk finds it; `None` for id 0 (no cgroup).
     pub fn path(&mut self, id: u64) -> Option<String> {
@@ -107,7 +127,7 @@ impl CgroupPaths {
     fn walk(&mut self) {
         use std::os::unix::fs::MetadataExt;
         self.last_walk = Some(Instant::now());
-        let Some(root) = cgroup2_root() else {
+        let Some(root) = self.root.clone().or_else(cgroup2_root) else {
             return;
         };
         let Ok(root_meta) = std::fs::metadata(&root) else {

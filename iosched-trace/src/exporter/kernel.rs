@@ -25,9 +25,7 @@ use aya::{
 use iosched_core::record::DeviceInfo;
 use iosched_trace_common::{
     Config, MAP_DEVICES,
-    exporter::{
-        self, CgroupIo, DevCgroup, DevOp, DevOpCgroup, DevState, IdleWaste, StageHists, stat,
-    },
+    exporter::{self, CgroupIo, DevCgroup, DevOpCgroup, DevState, IdleWaste, stat},
 };
 
 use super::{Collect, ExporterConfig, families};
@@ -53,7 +51,6 @@ pub struct Snapshot {
     /// be read, the device is going away).
     pub devices: BTreeMap<u32, (Disk, Option<DeviceInfo>)>,
     pub dev_state: Vec<(u32, DevState)>,
-    pub stages: Vec<(DevOp, StageHists)>,
     pub io: Vec<(DevOpCgroup, CgroupIo)>,
     pub idle: Vec<(DevCgroup, IdleWaste)>,
     /// `EXP_STATS`, summed over CPUs, by `exporter::stat` index.
@@ -76,7 +73,6 @@ struct Inner {
     filter: HashMap<MapData, u32, u8>,
     devcache: HashMap<MapData, u64, u64>,
     rq: HashMap<MapData, u64, exporter::RqState>,
-    lat: HashMap<MapData, DevOp, StageHists>,
     cg: HashMap<MapData, DevOpCgroup, CgroupIo>,
     dev: HashMap<MapData, u32, DevState>,
     idle: HashMap<MapData, DevCgroup, IdleWaste>,
@@ -94,7 +90,16 @@ pub struct KernelCollector {
     watcher: Option<JoinHandle<()>>,
     decoder: FlagDecoder,
     cgroups: CgroupPaths,
+    /// The v1 blkio mount whose ids the cgroups are, on hybrid hosts.
+    blkio_v1: Option<std::path::PathBuf>,
     max_cgroups: usize,
+}
+
+fn cgroup_paths(blkio_v1: &Option<std::path::PathBuf>) -> CgroupPaths {
+    match blkio_v1 {
+        Some(root) => CgroupPaths::in_hierarchy(root.clone()),
+        None => CgroupPaths::default(),
+    }
 }
 
 fn map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, CaptureError> {
@@ -128,7 +133,16 @@ impl KernelCollector {
                 disk.name
             );
         }
-        let inner = load(&kernel.layout, &kernel.btf, config, sysfs)?;
+        // The exporter labels cgroups by path, so it can follow the block layer's own
+        // charging (the bio's blkcg) on hybrid hosts too: their ids and paths are the v1
+        // blkio hierarchy's. (`record` keeps one id space, cgroup2's, in its events instead.)
+        let blkio_v1 = if kernel.blkio_v1 {
+            crate::system::blkio_v1_root()
+        } else {
+            None
+        };
+        let bio_charged = kernel.layout.offsets.bio_blkg != iosched_trace_common::NO_OFFSET;
+        let inner = load(&kernel.layout, bio_charged, &kernel.btf, config, sysfs)?;
         let inner = Arc::new(Mutex::new(inner));
         inner
             .lock()
@@ -148,7 +162,8 @@ impl KernelCollector {
             stop,
             watcher: Some(watcher),
             decoder: kernel.layout.flags.clone(),
-            cgroups: CgroupPaths::default(),
+            cgroups: cgroup_paths(&blkio_v1),
+            blkio_v1,
             max_cgroups: config.max_cgroups,
         })
     }
@@ -181,7 +196,7 @@ impl Collect for KernelCollector {
     fn reload(&mut self) -> anyhow::Result<()> {
         // New cgroups are found by the next scrape's walk anyway; a fresh table also forgets
         // the removed ones' names.
-        self.cgroups = CgroupPaths::default();
+        self.cgroups = cgroup_paths(&self.blkio_v1);
         let mut inner = self
             .inner
             .lock()
@@ -226,8 +241,10 @@ fn watch(inner: &Mutex<Inner>, stop: &AtomicBool) {
     }
 }
 
+/// `bio_charged`: the bio's blkcg chain is readable (whichever hierarchy it is in).
 fn load(
     layout: &KernelLayout,
+    bio_charged: bool,
     kernel_btf: &crate::btf::Btf,
     config: &ExporterConfig,
     sysfs: Sysfs,
@@ -243,7 +260,7 @@ fn load(
         // of bio-based devices (which never become requests) cost one lookup and nothing else.
         filter_devices: 1,
         wakeup_bytes: 0,
-        bio_cgroup: u32::from(layout.bio_cgroup),
+        bio_cgroup: u32::from(bio_charged),
         wakeups: 0,
         plug_events: 0,
         off: layout.offsets,
@@ -257,10 +274,6 @@ fn load(
     let rq = typed(
         exporter::MAP_RQ,
         HashMap::try_from(map(&mut ebpf, exporter::MAP_RQ)?),
-    )?;
-    let lat = typed(
-        exporter::MAP_LAT,
-        HashMap::try_from(map(&mut ebpf, exporter::MAP_LAT)?),
     )?;
     let cg = typed(
         exporter::MAP_CG,
@@ -286,7 +299,6 @@ fn load(
         filter,
         devcache,
         rq,
-        lat,
         cg,
         dev,
         idle,
@@ -359,10 +371,6 @@ impl Inner {
 
     /// Deletes every entry of `dev`.
     fn forget(&mut self, dev: u32) {
-        let lat: Vec<DevOp> = self.lat.keys().filter_map(Result::ok).collect();
-        for k in lat.iter().filter(|k| k.dev == dev) {
-            let _ = self.lat.remove(k);
-        }
         let cg: Vec<DevOpCgroup> = self.cg.keys().filter_map(Result::ok).collect();
         for k in cg.iter().filter(|k| k.dev == dev) {
             let _ = self.cg.remove(k);
@@ -412,7 +420,6 @@ impl Inner {
         Ok(Snapshot {
             devices,
             dev_state: entries(exporter::MAP_DEV, &self.dev)?,
-            stages: entries(exporter::MAP_LAT, &self.lat)?,
             io: entries(exporter::MAP_CG, &self.cg)?,
             idle: entries(exporter::MAP_IDLE, &self.idle)?,
             stats,

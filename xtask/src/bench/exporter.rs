@@ -89,7 +89,7 @@ pub fn exporter(args: &ExporterArgs) -> anyhow::Result<ExitCode> {
 
 /// `iosched-trace exporter -d DEV` as a child on a free loopback port, with a thread that
 /// scrapes it every second; killed (by pid) on drop.
-struct ExporterChild {
+pub(super) struct ExporterChild {
     child: std::process::Child,
     port: u16,
     stop: Arc<AtomicBool>,
@@ -107,7 +107,7 @@ fn get_metrics(port: u16) -> std::io::Result<String> {
 }
 
 impl ExporterChild {
-    fn start(bin: &Path, dev: &str) -> anyhow::Result<ExporterChild> {
+    pub(super) fn start(bin: &Path, dev: &str) -> anyhow::Result<ExporterChild> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let mut child = Command::new(bin)
             .args(["exporter", "-d", dev])
@@ -164,7 +164,7 @@ impl ExporterChild {
     }
 
     /// A last scrape (the requests it could not account), then SIGTERM: (scrapes, lost).
-    fn stop(mut self) -> anyhow::Result<(u64, f64)> {
+    pub(super) fn stop(mut self) -> anyhow::Result<(u64, f64)> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(s) = self.scraper.take() {
             let _ = s.join();

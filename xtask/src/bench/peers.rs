@@ -34,6 +34,9 @@ enum Tracer {
     Bpftrace(&'static str, &'static str),
     /// The ftrace `blk` tracer, read from `trace_pipe`.
     FtraceBlk,
+    /// `iosched-trace exporter`, scraped every second: beside biolatency, the other
+    /// in-kernel aggregation.
+    Exporter,
 }
 
 /// bcc's biosnoop, reduced: issue time per request, one output line per completion. (`args->`:
@@ -61,6 +64,7 @@ const TRACERS: &[Tracer] = &[
     Tracer::Bpftrace("bpftrace, biosnoop-style (a line per request)", SNOOP),
     Tracer::Bpftrace("bpftrace, biolatency-style (in-kernel histogram)", HIST),
     Tracer::FtraceBlk,
+    Tracer::Exporter,
 ];
 
 impl Tracer {
@@ -69,6 +73,7 @@ impl Tracer {
             Tracer::Record(label, _) | Tracer::Bpftrace(label, _) => label,
             Tracer::Live => "iosched-trace live --batch",
             Tracer::FtraceBlk => "ftrace blk tracer, trace_pipe to a file",
+            Tracer::Exporter => "iosched-trace exporter (in-kernel aggregates, scraped 1/s)",
         }
     }
 
@@ -184,6 +189,12 @@ fn with_tracer(
             child.stop()?;
             fs::remove_file(&out).with_context(|| format!("removing {}", out.display()))?;
             Ok((iops, None))
+        }
+        Tracer::Exporter => {
+            let exporter = super::exporter::ExporterChild::start(bin, loopdev.name())?;
+            let iops = fio(loopdev.dev(), runtime).context("fio run with the exporter")?;
+            let (_, unaccounted) = exporter.stop()?;
+            Ok((iops, Some(unaccounted as u64)))
         }
         Tracer::FtraceBlk => {
             let out = dir.join("ftrace.out");

@@ -179,18 +179,6 @@ pub fn families(
 
     let mut queue = BTreeMap::<Labels, HistSum>::new();
     let mut in_device = BTreeMap::<Labels, HistSum>::new();
-    for (key, stages) in &snapshot.stages {
-        let Some(name) = device(key.dev) else {
-            continue;
-        };
-        let labels = vec![
-            ("device", name),
-            ("operation", operation(op_of(key.op)).to_string()),
-        ];
-        queue.entry(labels.clone()).or_default().add(&stages.queue);
-        in_device.entry(labels).or_default().add(&stages.device);
-    }
-
     let mut latency = BTreeMap::<Labels, HistSum>::new();
     let mut requests = BTreeMap::<Labels, f64>::new();
     let mut bytes = BTreeMap::<Labels, f64>::new();
@@ -198,11 +186,14 @@ pub fn families(
         let Some(name) = device(key.dev) else {
             continue;
         };
-        let labels = vec![
+        let by_op = vec![
             ("device", name),
             ("operation", operation(op_of(key.op)).to_string()),
-            ("cgroup", cgroup(key.cgroup)),
         ];
+        queue.entry(by_op.clone()).or_default().add(&io.queue);
+        in_device.entry(by_op.clone()).or_default().add(&io.device);
+        let mut labels = by_op;
+        labels.push(("cgroup", cgroup(key.cgroup)));
         latency.entry(labels.clone()).or_default().add(&io.latency);
         *requests.entry(labels.clone()).or_default() += io.requests as f64;
         *bytes.entry(labels).or_default() += io.bytes as f64;

@@ -5,7 +5,7 @@ use iosched_core::{
     record::DeviceInfo,
 };
 use iosched_trace_common::exporter::{
-    BUCKETS, CgroupIo, DevCgroup, DevOp, DevOpCgroup, DevState, Hist, IdleWaste, StageHists,
+    BUCKETS, CgroupIo, DevCgroup, DevOpCgroup, DevState, Hist, IdleWaste,
 };
 
 use super::*;
@@ -55,13 +55,6 @@ fn snapshot() -> Snapshot {
     let mut s = Snapshot::default();
     s.devices.insert(SDA, (disk("sda", SDA), Some(info("bfq"))));
     s.devices.insert(LOOP0, (disk("loop0", LOOP0), None));
-    s.stages = vec![(
-        DevOp { dev: SDA, op: 0 },
-        StageHists {
-            queue: hist(2_000, 3),
-            device: hist(4_000_000, 3),
-        },
-    )];
     let io = |cgroup, requests, ns| {
         (
             DevOpCgroup {
@@ -73,6 +66,13 @@ fn snapshot() -> Snapshot {
                 requests,
                 bytes: requests * 4096,
                 latency: hist(ns, requests),
+                // Q->D 2 µs for cgroup 100's requests only.
+                queue: if cgroup == 100 {
+                    hist(2_000, requests)
+                } else {
+                    Hist::default()
+                },
+                device: hist(4_000_000, requests),
             },
         )
     };
@@ -128,12 +128,18 @@ fn histograms_are_cumulative_in_seconds() {
     let Value::Histogram(h) = &q.series[0].value else {
         panic!("not a histogram")
     };
-    assert_eq!(h.count, 3);
-    assert!((h.sum - 6e-6).abs() < 1e-12);
-    // 2 µs is the third bound: nothing below it, all three from it on.
+    // Summed over the cgroups: cgroup 100's ten requests.
+    assert_eq!(h.count, 10);
+    assert!((h.sum - 20e-6).abs() < 1e-12);
+    // 2 µs is the third bound: nothing below it, all ten from it on.
     assert_eq!(h.buckets[1], (1.5e-6, 0));
-    assert_eq!(h.buckets[2], (2e-6, 3));
-    assert_eq!(h.buckets.last(), Some(&(10.0, 3)));
+    assert_eq!(h.buckets[2], (2e-6, 10));
+    assert_eq!(h.buckets.last(), Some(&(10.0, 10)));
+    let Value::Histogram(d) = &family(&all, "iosched_request_device_seconds").series[0].value
+    else {
+        panic!("not a histogram")
+    };
+    assert_eq!(d.count, 16);
     assert!(
         h.buckets
             .windows(2)
