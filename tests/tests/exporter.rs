@@ -88,6 +88,10 @@ impl Daemon {
         panic!("{what} did not say {ready:?}: {}", said.join("\n"));
     }
 
+    fn pid(&self) -> i32 {
+        self.child.as_ref().expect("running").id() as i32
+    }
+
     /// SIGTERM, and its exit status (waits up to 10 s, then kills).
     fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
@@ -319,8 +323,9 @@ fn prometheus_scrapes_what_fio_did_and_the_quantiles_agree_with_report() {
     }
 }
 
-/// Tracing every device: a loop device attached after the start gets series for its I/O; once
-/// detached its series go away, and the exporter keeps serving.
+/// Tracing every device: a loop device attached after the start gets series for its I/O, a
+/// scheduler switched under it shows in its info with the counts still exact, SIGHUP reloads,
+/// and once the device is detached its series go away while the exporter keeps serving.
 #[test]
 fn a_device_that_comes_and_goes_gets_series_and_loses_them() {
     if !real_kernel_available("a_device_that_comes_and_goes_gets_series_and_loses_them") {
@@ -352,6 +357,49 @@ fn a_device_that_comes_and_goes_gets_series_and_loses_them() {
         "{text}"
     );
     assert!(text.contains(&format!("iosched_device_info{{{device}")));
+
+    // A scheduler switched under it: the info follows, the counts go on exactly, nothing is
+    // left in the scheduler or the driver.
+    disk.set_queue("scheduler", "mq-deadline").unwrap();
+    iosched_trace_tests::dd(&[
+        "if=/dev/zero",
+        &format!("of={}", disk.dev().display()),
+        "bs=4096",
+        "count=100",
+        "seek=1000",
+        "oflag=direct",
+    ])
+    .unwrap();
+    let text = scrape(port);
+    assert!(
+        text.contains(&format!("iosched_device_info{{{device},dev="))
+            && text
+                .lines()
+                .any(|l| l.starts_with(&format!("iosched_device_info{{{device}"))
+                    && l.contains("scheduler=\"mq-deadline\"")),
+        "the info does not show mq-deadline:\n{text}"
+    );
+    assert_eq!(
+        sample_sum(
+            &text,
+            "iosched_requests_total",
+            &[&device, "operation=\"write\""]
+        ),
+        400.0
+    );
+    for gauge in ["iosched_scheduler_depth", "iosched_driver_depth"] {
+        assert_eq!(sample_sum(&text, gauge, &[&device]), 0.0, "{gauge}");
+    }
+
+    // SIGHUP: reloaded, still serving.
+    // SAFETY: our own child's pid.
+    unsafe { libc::kill(daemon.pid(), libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        daemon.said().iter().any(|l| l.contains("reloaded")),
+        "no reload line after SIGHUP"
+    );
+    assert!(scrape(port).contains(&device));
     drop(disk);
     std::thread::sleep(Duration::from_millis(2500));
     let text = scrape(port);
