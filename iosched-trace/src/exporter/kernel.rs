@@ -28,7 +28,10 @@ use iosched_trace_common::{
     exporter::{self, CgroupIo, DevCgroup, DevOpCgroup, DevState, IdleWaste, stat},
 };
 
-use super::{Collect, ExporterConfig, families};
+use super::{
+    Collect, ExporterConfig, families,
+    snapshot::{ProgramCost, Snapshot},
+};
 use crate::{
     capture::{self, CaptureError},
     devices::{Disk, Sysfs},
@@ -43,28 +46,6 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 
 /// The smallest ring the object's `EVENTS` map can have: the exporter sends nothing on it.
 const UNUSED_RING_BYTES: u32 = 4096;
-
-/// What the maps held at one scrape, with the devices they were about.
-#[derive(Clone, Debug, Default)]
-pub struct Snapshot {
-    /// Traced devices by kernel `dev_t`, with their sysfs settings now (`None`: could not
-    /// be read, the device is going away).
-    pub devices: BTreeMap<u32, (Disk, Option<DeviceInfo>)>,
-    pub dev_state: Vec<(u32, DevState)>,
-    pub io: Vec<(DevOpCgroup, CgroupIo)>,
-    pub idle: Vec<(DevCgroup, IdleWaste)>,
-    /// `EXP_STATS`, summed over CPUs, by `exporter::stat` index.
-    pub stats: Vec<u64>,
-    /// Each program's run time (ns) and runs, while `kernel.bpf_stats_enabled` is 1.
-    pub programs: Vec<ProgramCost>,
-}
-
-#[derive(Clone, Debug)]
-pub struct ProgramCost {
-    pub name: &'static str,
-    pub run_ns: u64,
-    pub runs: u64,
-}
 
 /// The maps and the device filter; shared by the scrape and the device watcher.
 struct Inner {

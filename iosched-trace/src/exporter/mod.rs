@@ -6,7 +6,7 @@
 //! maps, and a scrape reads the maps. That is what makes it cheap enough to leave running.
 //!
 //! - [`kernel`]: loading and attaching the exporter's programs, reading their maps into a
-//!   [`kernel::Snapshot`], forgetting devices that went away.
+//!   [`snapshot::Snapshot`], forgetting devices that went away.
 //! - [`families`]: a snapshot, sysfs and the cgroup tree into the metric families of
 //!   `views::metrics`.
 //! - [`daemon`]: binding, signals (SIGHUP reload, SIGTERM or SIGINT stop, which drops the
@@ -18,6 +18,7 @@ pub mod daemon;
 pub mod families;
 pub mod http;
 pub mod kernel;
+pub mod snapshot;
 
 use crate::views::metrics::Family;
 

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use iosched_core::event::{Dev, Op};
 use iosched_trace_common::exporter::{BOUNDS_NS, BUCKETS, Hist, stat};
 
-use super::kernel::Snapshot;
+use super::snapshot::Snapshot;
 use crate::views::metrics::{Family, Histogram, MetricType, Series, Value};
 
 /// The label a request's operation gets: the ones dashboards split by, and `other`.

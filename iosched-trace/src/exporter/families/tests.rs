@@ -9,7 +9,7 @@ use iosched_trace_common::exporter::{
 };
 
 use super::*;
-use crate::{devices::Disk, exporter::kernel::Snapshot};
+use crate::{devices::Disk, exporter::snapshot::Snapshot};
 
 const SDA: u32 = 8 << 20;
 const LOOP0: u32 = 7 << 20;
