@@ -365,20 +365,7 @@ pub struct LiveArgs {
 /// instead of `record`. Batch mode runs the same collector and per-interval aggregation as
 /// the screen; it prints a text block per second instead of drawing one.
 pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
-    cmd::require_root(
-        "bench live",
-        "it attaches a loop device and loads eBPF programs",
-    )?;
-    scratch::catch_interrupts()?;
-    let bin = args.bin.resolve()?;
-    if cmd::find_program("fio").is_none() {
-        bail!("fio is not installed (`cargo xtask setup` installs it as root)");
-    }
-    let free = free_bytes(Path::new(SHM))?;
-    if free < IMAGE_SIZE + (64 << 20) {
-        bail!("{SHM} has {} free; this bench needs about 1 GiB", mib(free));
-    }
-    let (_dir, loopdev) = scratch_device("iosched-trace-bench-live")?;
+    let (bin, _dir, loopdev) = fio_bench_setup("live", &args.bin)?;
     println!(
         "bench live: fio 4k randread io_uring iodepth 32, {} s per run, {} on {SHM}, scheduler \
          none, {} pair(s)",
@@ -524,6 +511,30 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// The benches' device: a loop device with direct I/O and scheduler `none` over a
 /// [`IMAGE_SIZE`] file in a new directory under /dev/shm. Drop the device before the
 /// directory (declaration order in the caller's tuple pattern does this).
+/// What `bench NAME` needs before its first run, checked in order (root, fio, room in
+/// /dev/shm), then the binary and the scratch device (`iosched-trace-bench-NAME`), with
+/// Ctrl-C caught so that the device is cleaned up.
+fn fio_bench_setup(
+    name: &str,
+    bin: &BinArgs,
+) -> anyhow::Result<(std::path::PathBuf, TempDir, LoopDevice)> {
+    cmd::require_root(
+        &format!("bench {name}"),
+        "it attaches a loop device and loads eBPF programs",
+    )?;
+    scratch::catch_interrupts()?;
+    let bin = bin.resolve()?;
+    if cmd::find_program("fio").is_none() {
+        bail!("fio is not installed (`cargo xtask setup` installs it as root)");
+    }
+    let free = free_bytes(Path::new(SHM))?;
+    if free < IMAGE_SIZE + (64 << 20) {
+        bail!("{SHM} has {} free; this bench needs about 1 GiB", mib(free));
+    }
+    let (dir, loopdev) = scratch_device(&format!("iosched-trace-bench-{name}"))?;
+    Ok((bin, dir, loopdev))
+}
+
 fn scratch_device(prefix: &str) -> anyhow::Result<(TempDir, LoopDevice)> {
     let dir = scratch::temp_dir(Path::new(SHM), prefix)?;
     let image = dir.path().join("scratch.img");

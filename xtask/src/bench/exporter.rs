@@ -17,8 +17,8 @@ use std::{
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::{IMAGE_SIZE, READY_TIMEOUT, SHM, fio, free_bytes, median, mib, scratch_device};
-use crate::{BinArgs, cmd, scratch};
+use super::{READY_TIMEOUT, SHM, fio, median};
+use crate::{BinArgs, scratch};
 
 /// The exporter's target (the fleet issue): IOPS with it running stay >= 0.90 of baseline.
 const EXPORTER_MIN_RATIO: f64 = 0.90;
@@ -36,20 +36,7 @@ pub struct ExporterArgs {
 }
 
 pub fn exporter(args: &ExporterArgs) -> anyhow::Result<ExitCode> {
-    cmd::require_root(
-        "bench exporter",
-        "it attaches a loop device and loads eBPF programs",
-    )?;
-    scratch::catch_interrupts()?;
-    let bin = args.bin.resolve()?;
-    if cmd::find_program("fio").is_none() {
-        bail!("fio is not installed (`cargo xtask setup` installs it as root)");
-    }
-    let free = free_bytes(Path::new(SHM))?;
-    if free < IMAGE_SIZE + (64 << 20) {
-        bail!("{SHM} has {} free; this bench needs about 1 GiB", mib(free));
-    }
-    let (_dir, loopdev) = scratch_device("iosched-trace-bench-exporter")?;
+    let (bin, _dir, loopdev) = super::fio_bench_setup("exporter", &args.bin)?;
     println!(
         "bench exporter: fio 4k randread io_uring iodepth 32, {} s per run, {} on {SHM}, \
          scheduler none, scraped every 1 s, {} pair(s)",
