@@ -384,6 +384,23 @@ pub mod exporter {
     /// The operation bits of `cmd_flags` (`REQ_OP_BITS` is 8 since Linux 4.10).
     pub const OP_MASK: u32 = 0xff;
 
+    /// Bios each CPU remembers in `EXP_RECENT` (a power of two).
+    pub const RECENT_BIOS: usize = 128;
+
+    /// `EXP_RECENT`'s per-CPU value: the last [`RECENT_BIOS`] bios queued on the CPU, a ring.
+    /// A request is first seen (inserted or issued) where its first bio was queued, right
+    /// after: at the plug's flush or directly, in the submitter's context. Looking it up here,
+    /// newest first, costs a few compares where a hash map's insert at every Q cost more than
+    /// the rest of the request together.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
+    pub struct RecentBios {
+        /// Slot of the next bio (modulo [`RECENT_BIOS`]).
+        pub next: u64,
+        pub bio: [u64; RECENT_BIOS],
+        pub start: [BioStart; RECENT_BIOS],
+    }
+
     /// Key of `EXP_CG`: device, operation, cgroup.
     #[repr(C)]
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -469,7 +486,8 @@ pub mod exporter {
         /// `EXP_RQ` full: a request's state could not be kept.
         pub const RQ_FULL: u32 = 7;
         /// A request whose first bio's Q was not in `EXP_BIO` (queued before the exporter
-        /// started, or evicted): no Q->D or Q->C for it.
+        /// started, or queued on another CPU than where the request was first seen, or pushed
+        /// out of that CPU's recent bios): no Q->D or Q->C for it.
         pub const NO_QUEUE_TIME: u32 = 8;
         /// `EXP_CG` full: counted under cgroup 0 instead (and lost if that too failed).
         pub const CG_FULL: u32 = 9;
@@ -480,6 +498,7 @@ pub mod exporter {
 
     pub const MAP_RQ: &str = "EXP_RQ";
     pub const MAP_BIO: &str = "EXP_BIO";
+    pub const MAP_RECENT: &str = "EXP_RECENT";
     pub const MAP_CG: &str = "EXP_CG";
     pub const MAP_DEV: &str = "EXP_DEV";
     pub const MAP_IDLE: &str = "EXP_IDLE";

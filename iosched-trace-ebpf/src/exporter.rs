@@ -16,7 +16,8 @@ use aya_ebpf::{
 };
 use iosched_trace_common::exporter::{
     BOUNDS, BOUNDS_NS, BUCKETS, BioStart, CgroupIo, DevCgroup, DevOpCgroup, DevState, Hist,
-    IDLE_MIN_NS, IdleWaste, OP_MASK, RQ_INSERTED, RQ_ISSUED, RqState, stat,
+    IDLE_MIN_NS, IdleWaste, OP_MASK, RECENT_BIOS, RQ_INSERTED, RQ_ISSUED, RecentBios, RqState,
+    stat,
 };
 
 use crate::{Held, bio_cgroup_id, bio_dev, load, rq_dev};
@@ -26,11 +27,15 @@ use crate::{Held, bio_cgroup_id, bio_dev, load, rq_dev};
 #[map(name = "EXP_RQ")]
 static EXP_RQ: HashMap<u64, RqState> = HashMap::with_max_entries(16384, 0);
 
-/// Bios queued and not yet seen as a request's first bio. LRU: bios merged into a request
-/// or that never become one need no cleanup path. Per-CPU LRU lists (`BPF_F_NO_COMMON_LRU`):
-/// with one shared list every insert took its lock, and the Q program cost as much as the
-/// issue and completion together. Each CPU then holds max_entries / CPUs of the bios it
-/// queued, far more than wait between Q and their request's first sight (microseconds).
+/// The last bios queued on each CPU (`RecentBios`): where a request's first sight finds its
+/// first bio's Q.
+#[map(name = "EXP_RECENT")]
+static EXP_RECENT: PerCpuArray<RecentBios> = PerCpuArray::with_max_entries(1, 0);
+
+/// Bios queued by a program that interrupted another exporter program on its CPU (which
+/// holds the CPU's staging area, and with it `EXP_RECENT`): rare, so a hash map will do.
+/// LRU: bios merged into a request or that never become one need no cleanup path; per-CPU
+/// LRU lists (`BPF_F_NO_COMMON_LRU`) so that an insert takes no lock other CPUs share.
 #[map(name = "EXP_BIO")]
 static EXP_BIO: LruHashMap<u64, BioStart> =
     LruHashMap::with_max_entries(16384, aya_ebpf::bindings::BPF_F_NO_COMMON_LRU);
@@ -184,28 +189,63 @@ pub fn exp_bio_queue(ctx: BtfTracePointContext) -> i32 {
         q_ns: now(),
         cgroup,
     };
-    let _ = EXP_BIO.insert(&bio, &start, 0);
+    // Held: this program owns the CPU's staging area, and with it `EXP_RECENT`.
+    if held.is_some()
+        && let Some(r) = EXP_RECENT.get_ptr_mut(0)
+    {
+        // SAFETY: this CPU's value, exclusively ours while held.
+        unsafe {
+            let i = ((*r).next as usize) & (RECENT_BIOS - 1);
+            (*r).bio[i] = bio;
+            (*r).start[i] = start;
+            (*r).next = (*r).next.wrapping_add(1);
+        }
+    } else {
+        let _ = EXP_BIO.insert(&bio, &start, 0);
+    }
     0
 }
 
-/// A first sight of request `rq`: its state with its first bio's Q and cgroup (`EXP_BIO`),
+/// `bio`'s Q among this CPU's recent bios (newest first: the request's first bio is nearly
+/// always among the last few queued), then in `EXP_BIO`.
+#[inline(always)]
+fn bio_start(bio: u64, held: Option<&Held>) -> Option<BioStart> {
+    if held.is_some()
+        && let Some(r) = EXP_RECENT.get_ptr(0)
+    {
+        // SAFETY: this CPU's value, exclusively ours while held.
+        unsafe {
+            let next = (*r).next as usize;
+            let mut k = 1usize;
+            while k <= RECENT_BIOS {
+                let i = next.wrapping_sub(k) & (RECENT_BIOS - 1);
+                if (*r).bio[i] == bio {
+                    return Some((*r).start[i]);
+                }
+                k += 1;
+            }
+        }
+    }
+    // SAFETY: the value is copied out at once.
+    let start = unsafe { EXP_BIO.get(&bio) }.copied()?;
+    let _ = EXP_BIO.remove(&bio);
+    Some(start)
+}
+
+/// A first sight of request `rq`: its state with its first bio's Q and cgroup (`bio_start`),
 /// and `d_ns` and `flags` as given. `None` if `EXP_RQ` is full.
 #[inline(always)]
-fn new_rq_state(rq: u64, d_ns: u64, flags: u32) -> Option<RqState> {
+fn new_rq_state(rq: u64, d_ns: u64, flags: u32, held: Option<&Held>) -> Option<RqState> {
     let bio: u64 = load(rq, config!(off.rq_bio));
     let mut st = RqState {
         d_ns,
         flags,
         ..RqState::default()
     };
-    // SAFETY: the value is copied out at once.
-    match unsafe { EXP_BIO.get(&bio) } {
+    match bio_start(bio, held) {
         Some(start) => {
             st.q_ns = start.q_ns;
             st.cgroup = start.cgroup;
-            // Deleted while hot: an LRU left to evict pays a cache miss on a cold entry
-            // (measured: the Q program cost 665 ns a run then, against 564 with this delete).
-            let _ = EXP_BIO.remove(&bio);
         }
         None => count(stat::NO_QUEUE_TIME),
     }
@@ -235,8 +275,6 @@ fn merge(ctx: &BtfTracePointContext, field: fn(*mut DevState) -> *mut u64) {
 pub fn exp_bio_backmerge(ctx: BtfTracePointContext) -> i32 {
     // SAFETY (closure): field address within the value.
     merge(&ctx, |st| unsafe { &raw mut (*st).merges_back });
-    let bio: u64 = ctx.arg(0);
-    let _ = EXP_BIO.remove(&bio);
     0
 }
 
@@ -303,7 +341,7 @@ pub fn exp_rq_insert(ctx: BtfTracePointContext) -> i32 {
                 (*st).flags |= RQ_INSERTED;
             }
             None => {
-                if new_rq_state(rq, 0, RQ_INSERTED).is_none() {
+                if new_rq_state(rq, 0, RQ_INSERTED, held).is_none() {
                     return 0;
                 }
             }
@@ -348,7 +386,7 @@ pub fn exp_rq_issue(ctx: BtfTracePointContext) -> i32 {
             }
             // Issued directly, never inserted: the common path of a fast device.
             None => {
-                if new_rq_state(rq, t, RQ_ISSUED).is_none() {
+                if new_rq_state(rq, t, RQ_ISSUED, held).is_none() {
                     return 0;
                 }
                 xadd(&raw mut (*dst).in_driver, 1);

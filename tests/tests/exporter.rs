@@ -419,6 +419,26 @@ fn a_device_that_comes_and_goes_gets_series_and_loses_them() {
     );
 }
 
+/// The ids of the BPF programs process `pid` holds descriptors of (`prog_id:` in their
+/// fdinfo).
+fn program_ids_held_by(pid: i32) -> Vec<u64> {
+    let mut ids = Vec::new();
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+    {
+        if let Ok(info) = std::fs::read_to_string(fd.path())
+            && let Some(id) = info
+                .lines()
+                .find_map(|l| l.strip_prefix("prog_id:"))
+                .and_then(|v| v.trim().parse().ok())
+        {
+            ids.push(id);
+        }
+    }
+    ids
+}
+
 /// Every loaded program as bpftool lists it: (id, name).
 fn loaded_programs() -> Vec<(u64, String)> {
     let out = run(Command::new("bpftool").args(["prog", "show", "--json"])).unwrap();
@@ -444,22 +464,23 @@ fn sigterm_detaches_every_program() {
         return;
     }
     let disk = ScratchLoop::new("exp-term", 16, "none").unwrap();
-    let before: Vec<u64> = loaded_programs().into_iter().map(|(id, _)| id).collect();
     let port = free_port();
     let mut daemon = exporter(port, &["-d", disk.name()]);
-    // bpftool may not name the pids holding a program (built without its skeletons): ours
-    // are the `exp_` programs that were not loaded before the exporter started.
+    // Its programs by the ids behind its own descriptors (other exporters may run on the
+    // machine, and bpftool may not name the pids holding a program).
+    let ids = program_ids_held_by(daemon.pid());
     let ours: Vec<(u64, String)> = loaded_programs()
         .into_iter()
-        .filter(|(id, name)| name.starts_with("exp_") && !before.contains(id))
+        .filter(|(id, _)| ids.contains(id))
         .collect();
-    assert_eq!(ours.len(), 8, "exporter programs loaded: {ours:?}");
+    let exp = ours.iter().filter(|(_, n)| n.starts_with("exp_")).count();
+    assert_eq!(exp, 8, "exporter programs held by it: {ours:?}");
     let status = daemon.terminate();
     assert!(status.success(), "exit {status}");
     // Program ids are not reused soon: none of those ids may still be loaded.
     let left: Vec<(u64, String)> = loaded_programs()
         .into_iter()
-        .filter(|(id, _)| ours.iter().any(|(o, _)| o == id))
+        .filter(|(id, _)| ids.contains(id))
         .collect();
     assert!(left.is_empty(), "still loaded after SIGTERM: {left:?}");
 }
