@@ -201,7 +201,7 @@ pub fn exp_bio_queue(ctx: BtfTracePointContext) -> i32 {
             (*r).next = (*r).next.wrapping_add(1);
         }
     } else {
-        let _ = EXP_BIO.insert(&bio, &start, 0);
+        let _ = EXP_BIO.insert(bio, start, 0);
     }
     0
 }
@@ -227,8 +227,8 @@ fn bio_start(bio: u64, held: Option<&Held>) -> Option<BioStart> {
         }
     }
     // SAFETY: the value is copied out at once.
-    let start = unsafe { EXP_BIO.get(&bio) }.copied()?;
-    let _ = EXP_BIO.remove(&bio);
+    let start = unsafe { EXP_BIO.get(bio) }.copied()?;
+    let _ = EXP_BIO.remove(bio);
     Some(start)
 }
 
@@ -249,7 +249,7 @@ fn new_rq_state(rq: u64, d_ns: u64, flags: u32, held: Option<&Held>) -> Option<R
         }
         None => count(stat::NO_QUEUE_TIME),
     }
-    if EXP_RQ.insert(&rq, &st, 0).is_err() {
+    if EXP_RQ.insert(rq, st, 0).is_err() {
         count(stat::RQ_FULL);
         return None;
     }
@@ -303,12 +303,12 @@ pub fn exp_rq_merge(ctx: BtfTracePointContext) -> i32 {
     // SAFETY: pointers into EXP_DEV's and EXP_RQ's values.
     unsafe {
         xadd(&raw mut (*dst).merges_rq, 1);
-        match EXP_RQ.get_ptr_mut(&rq) {
+        match EXP_RQ.get_ptr_mut(rq) {
             Some(st) => {
                 if (*st).flags & RQ_INSERTED != 0 {
                     xadd(&raw mut (*dst).in_sched, u64::MAX);
                 }
-                let _ = EXP_RQ.remove(&rq);
+                let _ = EXP_RQ.remove(rq);
             }
             None => count(stat::UNTRACKED),
         }
@@ -332,7 +332,7 @@ pub fn exp_rq_insert(ctx: BtfTracePointContext) -> i32 {
     };
     // SAFETY: pointers into EXP_RQ's and EXP_DEV's values.
     unsafe {
-        match EXP_RQ.get_ptr_mut(&rq) {
+        match EXP_RQ.get_ptr_mut(rq) {
             // Inserted again after a requeue (or twice: counted once).
             Some(st) => {
                 if (*st).flags & RQ_INSERTED != 0 {
@@ -372,7 +372,7 @@ pub fn exp_rq_issue(ctx: BtfTracePointContext) -> i32 {
     let t = now();
     // SAFETY: pointers into EXP_RQ's and EXP_DEV's values.
     unsafe {
-        match EXP_RQ.get_ptr_mut(&rq) {
+        match EXP_RQ.get_ptr_mut(rq) {
             Some(st) => {
                 (*st).d_ns = t;
                 if (*st).flags & RQ_INSERTED != 0 {
@@ -397,7 +397,7 @@ pub fn exp_rq_issue(ctx: BtfTracePointContext) -> i32 {
             (*dst).idle_since = 0;
             let idle = t.wrapping_sub(since);
             // A start after `t` (another CPU's, racing) is no interval.
-            if idle >= IDLE_MIN_NS && idle < 1 << 62 {
+            if (IDLE_MIN_NS..1 << 62).contains(&idle) {
                 let key = DevCgroup {
                     dev,
                     _pad: 0,
@@ -452,7 +452,7 @@ pub fn exp_rq_complete(ctx: BtfTracePointContext) -> i32 {
         return 0;
     };
     count(stat::COMPLETE);
-    let Some(st) = EXP_RQ.get_ptr_mut(&rq) else {
+    let Some(st) = EXP_RQ.get_ptr_mut(rq) else {
         count(stat::UNTRACKED);
         return 0;
     };
@@ -503,7 +503,7 @@ pub fn exp_rq_complete(ctx: BtfTracePointContext) -> i32 {
         if !last {
             return 0;
         }
-        let _ = EXP_RQ.remove(&rq);
+        let _ = EXP_RQ.remove(rq);
         if let Some(dst) = dev_state(dev) {
             if s.flags & RQ_INSERTED != 0 {
                 xadd(&raw mut (*dst).in_sched, u64::MAX);
@@ -533,7 +533,7 @@ pub fn exp_rq_requeue(ctx: BtfTracePointContext) -> i32 {
     // SAFETY: pointers into map values.
     unsafe {
         xadd(&raw mut (*dst).requeues, 1);
-        let Some(st) = EXP_RQ.get_ptr_mut(&rq) else {
+        let Some(st) = EXP_RQ.get_ptr_mut(rq) else {
             count(stat::UNTRACKED);
             return 0;
         };

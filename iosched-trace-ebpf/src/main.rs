@@ -15,7 +15,7 @@
 #![no_main]
 // `asm!` for the exporter's atomic add (BPF is an experimental asm target; the crate builds
 // with nightly anyway, for build-std).
-#![feature(asm_experimental_arch)]
+#![cfg_attr(target_arch = "bpf", feature(asm_experimental_arch))]
 
 use aya_ebpf::{
     bindings::{BPF_RB_AVAIL_DATA, BPF_RB_FORCE_WAKEUP, BPF_RB_NO_WAKEUP},
