@@ -173,6 +173,14 @@ pub fn tests(features: &Features) -> Vec<GuestTest> {
         "live",
         "batch_intervals_equal_report_windows_of_a_simultaneous_recording".into(),
     ));
+    // The exporter's programs and maps on this kernel: a device that appears, exact counts,
+    // a scheduler switch, SIGHUP, the device gone (no Prometheus server in the guest).
+    if features.schedulers.contains(&"mq-deadline") {
+        tests.push(test(
+            "exporter",
+            "a_device_that_comes_and_goes_gets_series_and_loses_them".into(),
+        ));
+    }
     tests
 }
 
@@ -381,10 +389,14 @@ mod tests {
                 "capture::known_writes_kyber",
             ]
         );
-        assert_eq!(t.len(), 11);
+        assert_eq!(t.len(), 12);
+        assert_eq!(
+            labels.last(),
+            Some(&"exporter::a_device_that_comes_and_goes_gets_series_and_loses_them")
+        );
         // Without a late module there is no second check.
         let built_in = DEBIAN_6_1.replace("KYBER=m", "KYBER=y");
-        assert_eq!(tests(&Features::from_config(&built_in)).len(), 10);
+        assert_eq!(tests(&Features::from_config(&built_in)).len(), 11);
         let init = init_script(
             &[
                 ("/modules/kyber-iosched.ko".into(), String::new()),
