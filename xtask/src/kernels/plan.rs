@@ -184,7 +184,8 @@ pub fn tests(features: &Features) -> Vec<GuestTest> {
     tests
 }
 
-/// The guest's /init: mounts, modules, /dev/shm, then each test with a result line, then
+/// The guest's /init: mounts, loopback up (the exporter's test scrapes 127.0.0.1), modules,
+/// /dev/shm, then each test with a result line, then
 /// power off. `modules`: (guest path, parameters) in load order.
 pub fn init_script(modules: &[(std::path::PathBuf, String)], tests: &[GuestTest]) -> String {
     let mut s = String::from(
@@ -196,7 +197,8 @@ pub fn init_script(modules: &[(std::path::PathBuf, String)], tests: &[GuestTest]
          mount -t tracefs tracefs /sys/kernel/tracing\n\
          mount -t debugfs debugfs /sys/kernel/debug\n\
          mount -t bpf bpf /sys/fs/bpf\n\
-         mount -t tmpfs tmpfs /tmp\n",
+         mount -t tmpfs tmpfs /tmp\n\
+         ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up\n",
     );
     s.push_str(&format!(
         "say() {{ echo; echo \"{MARK} $*\"; }}\n\
