@@ -397,6 +397,9 @@ pub mod exporter {
     pub struct RecentBios {
         /// Slot of the next bio (modulo [`RECENT_BIOS`]).
         pub next: u64,
+        /// Slot of the last bio found: a plug's requests are first seen in the order their
+        /// bios were queued, so the next one found is most often the slot after it.
+        pub found: u64,
         pub bio: [u64; RECENT_BIOS],
         pub start: [BioStart; RECENT_BIOS],
     }

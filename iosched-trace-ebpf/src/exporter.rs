@@ -206,20 +206,27 @@ pub fn exp_bio_queue(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// `bio`'s Q among this CPU's recent bios (newest first: the request's first bio is nearly
-/// always among the last few queued), then in `EXP_BIO`.
+/// `bio`'s Q among this CPU's recent bios (the slot after the last one found, then newest
+/// first: the request's first bio is nearly always among the last few queued), then in
+/// `EXP_BIO`.
 #[inline(always)]
 fn bio_start(bio: u64, held: Option<&Held>) -> Option<BioStart> {
     if held.is_some()
-        && let Some(r) = EXP_RECENT.get_ptr(0)
+        && let Some(r) = EXP_RECENT.get_ptr_mut(0)
     {
         // SAFETY: this CPU's value, exclusively ours while held.
         unsafe {
+            let after = ((*r).found as usize).wrapping_add(1) & (RECENT_BIOS - 1);
+            if (*r).bio[after] == bio {
+                (*r).found = after as u64;
+                return Some((*r).start[after]);
+            }
             let next = (*r).next as usize;
             let mut k = 1usize;
             while k <= RECENT_BIOS {
                 let i = next.wrapping_sub(k) & (RECENT_BIOS - 1);
                 if (*r).bio[i] == bio {
+                    (*r).found = i as u64;
                     return Some((*r).start[i]);
                 }
                 k += 1;
