@@ -83,16 +83,15 @@ fn cgroup_paths(blkio_v1: &Option<std::path::PathBuf>) -> CgroupPaths {
     }
 }
 
-fn map(ebpf: &mut Ebpf, name: &'static str) -> Result<aya::maps::Map, CaptureError> {
-    ebpf.take_map(name)
-        .ok_or_else(|| CaptureError::Map(name, "missing from the object".into()))
-}
-
-fn typed<T, E: std::fmt::Display>(
-    name: &'static str,
-    made: Result<T, E>,
-) -> Result<T, CaptureError> {
-    made.map_err(|e| CaptureError::Map(name, e.to_string()))
+/// Map `name` taken out of the object, as the map type `T` it is used as.
+fn take<T>(ebpf: &mut Ebpf, name: &'static str) -> Result<T, CaptureError>
+where
+    T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf
+        .take_map(name)
+        .ok_or_else(|| CaptureError::Map(name, "missing from the object".into()))?;
+    T::try_from(map).map_err(|e| CaptureError::Map(name, e.to_string()))
 }
 
 impl KernelCollector {
@@ -247,31 +246,13 @@ fn load(
         off: layout.offsets,
     };
     let mut ebpf = capture::load_object(&globals, &btf, UNUSED_RING_BYTES, false)?;
-    let filter = typed(MAP_DEVICES, HashMap::try_from(map(&mut ebpf, MAP_DEVICES)?))?;
-    let devcache = typed(
-        exporter::MAP_DEVCACHE,
-        HashMap::try_from(map(&mut ebpf, exporter::MAP_DEVCACHE)?),
-    )?;
-    let rq = typed(
-        exporter::MAP_RQ,
-        HashMap::try_from(map(&mut ebpf, exporter::MAP_RQ)?),
-    )?;
-    let cg = typed(
-        exporter::MAP_CG,
-        HashMap::try_from(map(&mut ebpf, exporter::MAP_CG)?),
-    )?;
-    let dev = typed(
-        exporter::MAP_DEV,
-        HashMap::try_from(map(&mut ebpf, exporter::MAP_DEV)?),
-    )?;
-    let idle = typed(
-        exporter::MAP_IDLE,
-        HashMap::try_from(map(&mut ebpf, exporter::MAP_IDLE)?),
-    )?;
-    let stats = typed(
-        exporter::MAP_STATS,
-        PerCpuArray::try_from(map(&mut ebpf, exporter::MAP_STATS)?),
-    )?;
+    let filter = take(&mut ebpf, MAP_DEVICES)?;
+    let devcache = take(&mut ebpf, exporter::MAP_DEVCACHE)?;
+    let rq = take(&mut ebpf, exporter::MAP_RQ)?;
+    let cg = take(&mut ebpf, exporter::MAP_CG)?;
+    let dev = take(&mut ebpf, exporter::MAP_DEV)?;
+    let idle = take(&mut ebpf, exporter::MAP_IDLE)?;
+    let stats = take(&mut ebpf, exporter::MAP_STATS)?;
     for (program, tracepoint) in exporter::PROGRAMS {
         capture::attach_tracepoint(&mut ebpf, program, tracepoint, &btf, false)?;
     }
