@@ -368,6 +368,39 @@ pub mod exporter {
         pub flags: u32,
         pub _pad: u32,
     }
+    /// One slot of `EXP_RQ_SLOTS`, the direct-mapped request table: the slot of request
+    /// `rq` is picked by a hash of the pointer ([`rq_slot`]); a request whose slot another
+    /// request holds goes to the `EXP_RQ` hash map instead. A slot is a cache line long:
+    /// its neighbours are other requests, issued and completed on other CPUs.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default)]
+    pub struct RqSlot {
+        /// The `struct request *` the slot holds, 0: free. Claimed by compare-and-swap.
+        pub rq: u64,
+        pub st: RqState,
+        pub _pad: [u64; 3],
+    }
+
+    /// log2 of the slots in `EXP_RQ_SLOTS`.
+    pub const RQ_SLOT_BITS: u32 = 14;
+    /// Slots in `EXP_RQ_SLOTS`: about ten times the requests a busy host has in flight, so
+    /// that few share a slot.
+    pub const RQ_SLOTS: u32 = 1 << RQ_SLOT_BITS;
+
+    /// The slot of request `rq` (the pointer's low 32 bits, all the kernel side can compute
+    /// on): MurmurHash3's 64-bit finalizer. Requests lie at a fixed stride in their tag set's
+    /// pages; a plain multiplicative hash folded some strides (384 bytes) onto a few slots.
+    #[inline(always)]
+    pub const fn rq_slot(rq: u64) -> u32 {
+        let mut x = rq;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^= x >> 33;
+        (x & (RQ_SLOTS as u64 - 1)) as u32
+    }
+
     /// In the scheduler: counted in [`DevState::in_sched`].
     pub const RQ_INSERTED: u32 = 1;
     /// In the driver: counted in [`DevState::in_driver`].
@@ -486,7 +519,8 @@ pub mod exporter {
         /// A request completed, requeued or merged that was not seen inserted or issued (it
         /// started before the exporter, or `EXP_RQ` was full then).
         pub const UNTRACKED: u32 = 6;
-        /// `EXP_RQ` full: a request's state could not be kept.
+        /// `EXP_RQ` full (with the request's slot in `EXP_RQ_SLOTS` taken): a request's
+        /// state could not be kept.
         pub const RQ_FULL: u32 = 7;
         /// A request whose first bio's Q was not in `EXP_BIO` (queued before the exporter
         /// started, or queued on another CPU than where the request was first seen, or pushed
@@ -500,6 +534,7 @@ pub mod exporter {
     }
 
     pub const MAP_RQ: &str = "EXP_RQ";
+    pub const MAP_RQ_SLOTS: &str = "EXP_RQ_SLOTS";
     pub const MAP_BIO: &str = "EXP_BIO";
     pub const MAP_RECENT: &str = "EXP_RECENT";
     pub const MAP_CG: &str = "EXP_CG";
@@ -526,6 +561,7 @@ pub mod exporter {
     const _: () = assert!(BOUNDS_NS[6] == 10_000);
     const _: () = assert!(BOUNDS_NS[41] == 7_000_000_000);
     const _: () = assert!(core::mem::size_of::<RqState>() == 32);
+    const _: () = assert!(core::mem::size_of::<RqSlot>() == 64);
     const _: () = assert!(core::mem::size_of::<DevOpCgroup>() == 16);
     const _: () = assert!(core::mem::size_of::<DevCgroup>() == 16);
 
@@ -533,6 +569,7 @@ pub mod exporter {
     mod user {
         // SAFETY (all): plain-old-data, `#[repr(C)]`, integers only, explicit padding.
         unsafe impl aya::Pod for super::RqState {}
+        unsafe impl aya::Pod for super::RqSlot {}
         unsafe impl aya::Pod for super::DevOpCgroup {}
         unsafe impl aya::Pod for super::CgroupIo {}
         unsafe impl aya::Pod for super::DevState {}

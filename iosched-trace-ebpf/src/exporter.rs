@@ -11,19 +11,25 @@
 use aya_ebpf::{
     helpers::generated::bpf_ktime_get_ns,
     macros::{btf_tracepoint, map},
-    maps::{HashMap, LruHashMap, PerCpuArray},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray},
     programs::BtfTracePointContext,
 };
 use iosched_trace_common::exporter::{
     BOUNDS, BOUNDS_NS, BUCKETS, BioStart, CgroupIo, DevCgroup, DevOpCgroup, DevState, Hist,
-    IDLE_MIN_NS, IdleWaste, OP_MASK, RECENT_BIOS, RQ_INSERTED, RQ_ISSUED, RecentBios, RqState,
-    stat,
+    IDLE_MIN_NS, IdleWaste, OP_MASK, RECENT_BIOS, RQ_INSERTED, RQ_ISSUED, RQ_SLOTS, RecentBios,
+    RqSlot, RqState, rq_slot, stat,
 };
 
 use crate::{Held, bio_cgroup_id, bio_dev, load, rq_dev};
 
-/// Requests in flight on every traced device together (queued in a scheduler or in a
-/// driver); beyond, new requests go unaccounted (`stat::RQ_FULL`).
+/// Each request's state from its first sight to its completion, direct-mapped by a hash of
+/// its pointer (`RqSlot`): an array slot costs a compare-and-swap where a hash map's insert
+/// and delete took a bucket lock each, together more than the rest of the request's work.
+#[map(name = "EXP_RQ_SLOTS")]
+static EXP_RQ_SLOTS: Array<RqSlot> = Array::with_max_entries(RQ_SLOTS, 0);
+
+/// Requests whose slot another request held when they were first seen. Beyond its size, new
+/// requests go unaccounted (`stat::RQ_FULL`).
 #[map(name = "EXP_RQ")]
 static EXP_RQ: HashMap<u64, RqState> = HashMap::with_max_entries(16384, 0);
 
@@ -69,6 +75,98 @@ unsafe fn xadd(p: *mut u64, v: u64) {
             options(nostack),
         )
     };
+}
+
+/// `*p = new` if `*p == old`, atomically; returns what `*p` was (BPF_CMPXCHG, Linux 5.12).
+///
+/// SAFETY: `p` points into a map value.
+#[inline(always)]
+unsafe fn cmpxchg(p: *mut u64, old: u64, new: u64) -> u64 {
+    let was: u64;
+    // SAFETY: per the function's contract; the instruction only touches `*p` and r0.
+    unsafe {
+        core::arch::asm!(
+            "r0 = cmpxchg_64({p} + 0, r0, {new})",
+            p = in(reg) p,
+            new = in(reg) new,
+            inout("r0") old => was,
+            options(nostack),
+        )
+    };
+    was
+}
+
+/// The low 32 bits of a kernel pointer as a number. The verifier forbids arithmetic other
+/// than adding on pointers, but a 32-bit move of one (allowed to programs that may see
+/// pointers, as ours) yields a plain scalar.
+#[inline(always)]
+fn low_bits(ptr: u64) -> u32 {
+    let low: u64;
+    // SAFETY: a register move.
+    unsafe {
+        core::arch::asm!(
+            "w2 = w1",
+            in("r1") ptr,
+            out("r2") low,
+            options(nostack, nomem, pure),
+        )
+    };
+    low as u32
+}
+
+/// `rq`'s slot in `EXP_RQ_SLOTS` (whoever holds it).
+#[inline(always)]
+fn slot_of(rq: u64) -> Option<*mut RqSlot> {
+    EXP_RQ_SLOTS.get_ptr_mut(rq_slot(u64::from(low_bits(rq))))
+}
+
+/// `rq`'s state: in its slot if the slot holds it, else in `EXP_RQ`.
+#[inline(always)]
+fn rq_state(rq: u64) -> Option<*mut RqState> {
+    if let Some(slot) = slot_of(rq) {
+        // SAFETY: a pointer into the array's value.
+        unsafe {
+            if core::ptr::read_volatile(&(*slot).rq) == rq {
+                return Some(&raw mut (*slot).st);
+            }
+        }
+    }
+    EXP_RQ.get_ptr_mut(rq)
+}
+
+/// Keeps `st` as `rq`'s state: in its slot if free (or already `rq`'s: a state left by a
+/// lost completion, which the request's next life replaces), else in `EXP_RQ`. False if
+/// neither had room.
+#[inline(always)]
+fn keep_rq_state(rq: u64, st: &RqState) -> bool {
+    if let Some(slot) = slot_of(rq) {
+        // SAFETY: pointers into the array's value; the slot is ours once claimed, and the
+        // request cannot be seen elsewhere before this program returns (the tracepoints
+        // fire before the request is handed on).
+        unsafe {
+            let was = cmpxchg(&raw mut (*slot).rq, 0, rq);
+            if was == 0 || was == rq {
+                (*slot).st = *st;
+                return true;
+            }
+        }
+    }
+    EXP_RQ.insert(rq, st, 0).is_ok()
+}
+
+/// Frees `rq`'s state (after it completed or was merged away).
+#[inline(always)]
+fn forget_rq(rq: u64) {
+    if let Some(slot) = slot_of(rq) {
+        // SAFETY: a pointer into the array's value.
+        unsafe {
+            if core::ptr::read_volatile(&(*slot).rq) == rq {
+                core::ptr::write_volatile(&raw mut (*slot).rq, 0);
+                return;
+            }
+        }
+    }
+    let _ = EXP_RQ.remove(rq);
 }
 
 #[inline(always)]
@@ -256,7 +354,7 @@ fn new_rq_state(rq: u64, d_ns: u64, flags: u32, held: Option<&Held>) -> Option<R
         }
         None => count(stat::NO_QUEUE_TIME),
     }
-    if EXP_RQ.insert(rq, st, 0).is_err() {
+    if !keep_rq_state(rq, &st) {
         count(stat::RQ_FULL);
         return None;
     }
@@ -310,12 +408,12 @@ pub fn exp_rq_merge(ctx: BtfTracePointContext) -> i32 {
     // SAFETY: pointers into EXP_DEV's and EXP_RQ's values.
     unsafe {
         xadd(&raw mut (*dst).merges_rq, 1);
-        match EXP_RQ.get_ptr_mut(rq) {
+        match rq_state(rq) {
             Some(st) => {
                 if (*st).flags & RQ_INSERTED != 0 {
                     xadd(&raw mut (*dst).in_sched, u64::MAX);
                 }
-                let _ = EXP_RQ.remove(rq);
+                forget_rq(rq);
             }
             None => count(stat::UNTRACKED),
         }
@@ -339,7 +437,7 @@ pub fn exp_rq_insert(ctx: BtfTracePointContext) -> i32 {
     };
     // SAFETY: pointers into EXP_RQ's and EXP_DEV's values.
     unsafe {
-        match EXP_RQ.get_ptr_mut(rq) {
+        match rq_state(rq) {
             // Inserted again after a requeue (or twice: counted once).
             Some(st) => {
                 if (*st).flags & RQ_INSERTED != 0 {
@@ -379,7 +477,7 @@ pub fn exp_rq_issue(ctx: BtfTracePointContext) -> i32 {
     let t = now();
     // SAFETY: pointers into EXP_RQ's and EXP_DEV's values.
     unsafe {
-        match EXP_RQ.get_ptr_mut(rq) {
+        match rq_state(rq) {
             Some(st) => {
                 (*st).d_ns = t;
                 if (*st).flags & RQ_INSERTED != 0 {
@@ -459,7 +557,7 @@ pub fn exp_rq_complete(ctx: BtfTracePointContext) -> i32 {
         return 0;
     };
     count(stat::COMPLETE);
-    let Some(st) = EXP_RQ.get_ptr_mut(rq) else {
+    let Some(st) = rq_state(rq) else {
         count(stat::UNTRACKED);
         return 0;
     };
@@ -510,7 +608,7 @@ pub fn exp_rq_complete(ctx: BtfTracePointContext) -> i32 {
         if !last {
             return 0;
         }
-        let _ = EXP_RQ.remove(rq);
+        forget_rq(rq);
         if let Some(dst) = dev_state(dev) {
             if s.flags & RQ_INSERTED != 0 {
                 xadd(&raw mut (*dst).in_sched, u64::MAX);
@@ -540,7 +638,7 @@ pub fn exp_rq_requeue(ctx: BtfTracePointContext) -> i32 {
     // SAFETY: pointers into map values.
     unsafe {
         xadd(&raw mut (*dst).requeues, 1);
-        let Some(st) = EXP_RQ.get_ptr_mut(rq) else {
+        let Some(st) = rq_state(rq) else {
             count(stat::UNTRACKED);
             return 0;
         };
