@@ -66,6 +66,22 @@ pub fn python_module_available(test: &str, module: &str, package: &str) -> bool 
     false
 }
 
+/// Whether `tool` (an oracle such as btt, installed by `cargo xtask setup`) runs here.
+/// Missing in CI (or where the real-kernel tests must run) is a failure, never a skip.
+pub fn tool_available(test: &str, tool: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(tool).is_file()));
+    if found {
+        return true;
+    }
+    let ci = std::env::var_os("CI").is_some_and(|v| !v.is_empty());
+    if ci || std::env::var_os(REQUIRE_ENV).is_some() {
+        panic!("{test}: needs `{tool}` on PATH (`cargo xtask setup` installs it)");
+    }
+    eprintln!("SKIPPED {test}: no `{tool}` on PATH (cargo xtask setup)");
+    false
+}
+
 /// Whether real-kernel tests can run here. Without root they skip with a message, unless
 /// [`REQUIRE_ENV`] is set, in which case they fail loudly.
 pub fn real_kernel_available(test: &str) -> bool {

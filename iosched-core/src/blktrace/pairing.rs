@@ -100,7 +100,8 @@ impl Pairer {
                 self.push_bio(key, id, ev.bytes);
                 ev.bio = id;
             }
-            Split | Bounce | Remap | SleepRq => {
+            Split => ev.bio = self.split(ev),
+            Bounce | Remap | SleepRq => {
                 ev.bio = self.peek_bio(key).unwrap_or(0);
             }
             GetRq => {
@@ -297,6 +298,28 @@ impl Pairer {
                 }
             }
         }
+    }
+
+    /// X: the kernel cut the front `ev.bytes` off the bio queued at `ev.sector` into a new
+    /// bio (the piece, which this event names), and the rest of the parent goes on at the
+    /// sector in `ev.aux`. The piece is queued at the parent's start, the parent moves to
+    /// `aux`, so that the G (or M/F) of each finds its own bio, as the timeline's split
+    /// (a child that keeps its parent's Q) expects.
+    fn split(&mut self, ev: &Event) -> u64 {
+        let key = (ev.dev, ev.sector);
+        let Some((parent, bytes)) = self.bios.get_mut(&key).and_then(VecDeque::pop_back) else {
+            return 0;
+        };
+        if self.bios.get(&key).is_some_and(VecDeque::is_empty) {
+            self.bios.remove(&key);
+        }
+        let piece = self.new_id();
+        self.push_bio(key, piece, ev.bytes);
+        let rest = bytes.saturating_sub(ev.bytes);
+        if ev.aux > ev.sector && rest > 0 {
+            self.push_bio((ev.dev, ev.aux), parent, rest);
+        }
+        piece
     }
 
     fn peek_bio(&self, key: (Dev, u64)) -> Option<u64> {
@@ -504,6 +527,38 @@ mod tests {
                 .all(|e| e.rq == rq1)
         );
         assert_eq!(out[8].bio, out[3].bio);
+    }
+
+    #[test]
+    fn split_piece_and_rest_each_find_their_own_request() {
+        use EventKind::*;
+        // As a 4.x kernel traced a 1792-sector readahead cut at a 1712-sector limit:
+        // Q S+1792, X S / S+1712 (the record's size is the piece's), G of each part.
+        let split = Event {
+            aux: 1712,
+            ..ev(Split, 0, 1712)
+        };
+        let (out, stats) = run(&[
+            ev(Queue, 0, 1792),
+            split,
+            ev(GetRq, 0, 1712),
+            ev(GetRq, 1712, 80),
+            ev(Issue, 0, 1712),
+            ev(Issue, 1712, 80),
+            ev(Complete, 0, 1712),
+            ev(Complete, 1712, 80),
+        ]);
+        assert_eq!(stats, PairingStats::default());
+        let (q, x, g_piece, g_rest) = (out[0], out[1], out[2], out[3]);
+        assert_ne!(x.bio, 0);
+        assert_ne!(x.bio, q.bio, "the piece is a new bio");
+        assert_eq!(g_piece.bio, x.bio);
+        assert_eq!(
+            g_rest.bio, q.bio,
+            "the rest is the parent, moved to the new sector"
+        );
+        assert_ne!(g_piece.rq, g_rest.rq);
+        assert_eq!((out[6].rq, out[7].rq), (g_piece.rq, g_rest.rq));
     }
 
     #[test]

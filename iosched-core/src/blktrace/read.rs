@@ -21,7 +21,7 @@ use super::{
     pairing::Pairer,
 };
 use crate::{
-    event::{Comm, Dev, Event, Note},
+    event::{Comm, Dev, Event, EventKind, Note},
     record::{DeviceInfo, ProcessInfo},
     source::{Identity, InputError, TraceFormat, TraceMeta, TraceSource},
 };
@@ -53,6 +53,8 @@ pub struct BlktraceSource {
     warnings: Vec<String>,
     skipped: BTreeMap<&'static str, u64>,
     out_of_order: u64,
+    /// R records read: where btt's G2I and I2D differ from ours (docs/BLKTRACE.md).
+    requeues: u64,
     /// (trace time, wall-clock ns since the epoch) of the timestamp note.
     wall_clock: Option<(u64, u64)>,
 }
@@ -194,6 +196,7 @@ impl BlktraceSource {
             warnings,
             skipped: BTreeMap::new(),
             out_of_order: 0,
+            requeues: 0,
             wall_clock: None,
         })
     }
@@ -249,6 +252,9 @@ impl BlktraceSource {
             .or_else(|| self.comm_any.get(&ev.pid))
         {
             ev.comm = *comm;
+        }
+        if ev.kind == EventKind::Requeue {
+            self.requeues += 1;
         }
         let mut extra = VecDeque::new();
         self.pairer.pair(&mut ev, &mut extra);
@@ -348,6 +354,15 @@ impl TraceSource for BlktraceSource {
             w.push(format!(
                 "{} records were out of time order within their file",
                 self.out_of_order
+            ));
+        }
+        if self.requeues > 0 {
+            w.push(format!(
+                "{} requeues (R): btt counts G2I and I2D once per insert, so each requeue \
+                 gives it one more sample of each (the insert before the requeue to the issue \
+                 undone) than this report, which counts them once per bio, from the last \
+                 insert to the last issue; Q2C and D2C (from the last issue) are the same",
+                self.requeues
             ));
         }
         let s = &self.pairer.stats;
