@@ -7,7 +7,9 @@
 //! without the `block_rq_complete` (and `block_io_done`) tracepoint firing: an independent
 //! bpftrace on the classic tracepoints misses exactly the same requests, while the device's
 //! stat counts them. Such a gap is invisible from inside the trace except as a request that
-//! never completes; this check counts it.
+//! never completes; this check counts it. Where such gaps come from (the kernel does not call
+//! the BPF probes of completions run in the softirq of some tasks; docs/REPORT.md, "Where
+//! untraced completions come from"), our programs cannot see: they never run for them.
 //!
 //! Owns: tallying traced completions per snapshot interval against the counters (read by
 //! [`crate::system`]).
