@@ -125,16 +125,12 @@ pub fn run() -> anyhow::Result<()> {
             "--test-threads=1",
         ]);
         c.env(REQUIRE_ROOT_TESTS, "1");
-        c.env(
-            "IOSCHED_TRACE_BIN",
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../target/release/iosched-trace"),
-        );
-        c.env(
-            "IOSCHED_HDD_BIN",
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/iosched-hdd"),
-        );
-        let artifacts = crate::dist::artifacts(&cmd::target_dir()?);
+        // Where cargo put them: `CARGO_TARGET_DIR` (or a config's build.target-dir) moves the
+        // target directory out of the workspace.
+        let target = cmd::target_dir()?;
+        c.env("IOSCHED_TRACE_BIN", target.join("release/iosched-trace"));
+        c.env("IOSCHED_HDD_BIN", target.join("release/iosched-hdd"));
+        let artifacts = crate::dist::artifacts(&target);
         c.env(crate::dist::STATIC_BIN_ENV, &artifacts.static_bin);
         c.env(crate::dist::DEB_ENV, &artifacts.deb);
         steps.push(("real-kernel tests", c));
