@@ -21,8 +21,12 @@ fn main() -> std::io::Result<()> {
     std::fs::create_dir_all(&completions)?;
     clap_mangen::generate_to(Cli::command(), &man)?;
     for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
-        let path =
-            clap_complete::generate_to(shell, &mut Cli::command(), "iosched-trace", &completions)?;
+        let path = clap_complete::generate_to(
+            shell,
+            &mut without_hidden(&Cli::command()),
+            "iosched-trace",
+            &completions,
+        )?;
         if shell == Shell::Bash {
             fix_bash(&path)?;
         }
@@ -36,6 +40,29 @@ fn main() -> std::io::Result<()> {
         println!("{}", page.display());
     }
     Ok(())
+}
+
+/// `cmd` as the completions should offer it: without its hidden subcommands and arguments
+/// (the benchmarks' `synth` and `model-bench`, test-only flags), which clap_complete 4.6
+/// lists all the same in every shell's script. clap cannot remove a subcommand, so the tree
+/// is built again from what is visible (its names leaked: clap takes `&'static str` without
+/// its `string` feature, and this program ends right after).
+fn without_hidden(cmd: &clap::Command) -> clap::Command {
+    let leak = |s: &str| -> &'static str { Box::leak(s.to_owned().into_boxed_str()) };
+    let mut out = clap::Command::new(leak(cmd.get_name()))
+        .args(cmd.get_arguments().filter(|a| !a.is_hide_set()).cloned())
+        .subcommands(
+            cmd.get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(without_hidden),
+        );
+    if let Some(about) = cmd.get_about() {
+        out = out.about(about.clone());
+    }
+    if let Some(version) = cmd.get_version() {
+        out = out.version(leak(version));
+    }
+    out
 }
 
 /// clap_complete 4.6's bash script for a binary whose name has a `-` (clap issue #6421):

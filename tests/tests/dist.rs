@@ -274,6 +274,16 @@ fn deb_installs_in_an_empty_root_with_man_pages_and_completions() {
     assert_eq!(subs.trim(), "record", "{subs}");
     let opts = complete("iosched-trace record --sched");
     assert_eq!(opts.trim(), "--sched-log", "{opts}");
+    // The hidden commands (benchmarks' helpers) and flags are not offered.
+    let hidden = ["synth", "model-bench", "--discard-events"];
+    let all = complete("iosched-trace ''");
+    assert!(all.lines().any(|w| w == "report"), "{all}");
+    assert!(
+        !hidden.iter().any(|h| all.lines().any(|w| w == *h)),
+        "{all}"
+    );
+    let record = complete("iosched-trace record --");
+    assert!(!record.lines().any(|w| w == "--discard-events"), "{record}");
     for (path, shell) in [
         ("usr/share/zsh/vendor-completions/_iosched-trace", "zsh"),
         (
@@ -286,6 +296,9 @@ fn deb_installs_in_an_empty_root_with_man_pages_and_completions() {
             text.contains("iosched-trace") && text.contains("record"),
             "{path}"
         );
+        for h in hidden {
+            assert!(!text.contains(h), "{path} offers the hidden {h}");
+        }
         // Syntax-checked where the shell is installed.
         if Command::new(shell).arg("--version").output().is_ok() {
             run(Command::new(shell).arg("-n").arg(root.join(path))).unwrap();
