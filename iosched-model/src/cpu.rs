@@ -186,21 +186,11 @@ impl CpuModel {
                 bound = Bound::CpuFreed;
             }
         }
-        let locks = match sched {
-            SchedKind::Bfq | SchedKind::MqDeadline | SchedKind::Cfq => Some(1.0),
-            SchedKind::Kyber => Some(f64::from(domains.max(1))),
-            SchedKind::None => None,
-        };
-        let mut hold = lock_hold_ns(&cost);
-        // Under the recorded scheduler the recording is evidence: its lock let the recorded
-        // rate through, so a calibrated hold that would cap it lower is not this workload's
-        // (a bfq recording of 90k IOPS was replayed at the 40k a calibrated 25 µs allows).
-        if let (Some(n), Some(r)) = (locks, self.recorded_iops)
-            && self.recorded_scheduler.as_deref() == Some(sched.name())
-            && r > 0.0
-        {
-            hold = hold.min(n * 1e9 / r);
-        }
+        let LockHold {
+            locks,
+            hold_ns: hold,
+            ..
+        } = self.lock_hold(sched, domains);
         let lock_cap_iops = locks.filter(|_| hold > 0.0).map(|n| n * 1e9 / hold);
         if let Some(cap) = lock_cap_iops {
             let after = iops / stretch;
@@ -221,6 +211,55 @@ impl CpuModel {
             lock_cap_iops,
             stretch,
             bound,
+        }
+    }
+}
+
+/// A scheduler's locks and how long each request holds one ([`CpuModel::lock_hold`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LockHold {
+    /// Locks the device's requests are spread over (kyber: one per domain); `None`: the
+    /// scheduler has none of its own (`none`).
+    pub locks: Option<f64>,
+    /// The hold to charge, ns: the calibrated one ([`lock_hold_ns`]), no longer than the
+    /// recording proved (see `contradicted`).
+    pub hold_ns: f64,
+    /// The scheduler is the recorded one and the calibrated hold would cap it below the rate
+    /// the recording reached: the recording is evidence against the calibration, so the
+    /// hold is clamped to what that rate allows, and nothing may be concluded from it (the
+    /// recording cannot be called lock-bound on it).
+    pub contradicted: bool,
+}
+
+impl CpuModel {
+    /// `sched`'s lock hold, for both users of it: the replay's charge and `explain`'s
+    /// scheduler-cost finding, so that the two never judge the lock differently. Under the
+    /// recorded scheduler the recording is evidence: its lock let the recorded rate through,
+    /// so a calibrated hold that would cap it lower is not this workload's (a bfq recording
+    /// of 90k IOPS was replayed at the 40k a calibrated 25 µs allows).
+    pub fn lock_hold(&self, sched: SchedKind, domains: u32) -> LockHold {
+        let locks = match sched {
+            SchedKind::Bfq | SchedKind::MqDeadline | SchedKind::Cfq => Some(1.0),
+            SchedKind::Kyber => Some(f64::from(domains.max(1))),
+            SchedKind::None => None,
+        };
+        let calibrated = self
+            .profile
+            .cost(sched.name())
+            .map_or(0.0, |c| lock_hold_ns(&c));
+        let proved = match (locks, self.recorded_iops) {
+            (Some(n), Some(r))
+                if r > 0.0 && self.recorded_scheduler.as_deref() == Some(sched.name()) =>
+            {
+                Some(n * 1e9 / r)
+            }
+            _ => None,
+        };
+        let contradicted = proved.is_some_and(|p| calibrated > p);
+        LockHold {
+            locks,
+            hold_ns: proved.map_or(calibrated, |p| calibrated.min(p)),
+            contradicted,
         }
     }
 }

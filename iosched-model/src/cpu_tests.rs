@@ -126,16 +126,16 @@ fn a_quarter_busy_machine_loses_a_quarter_of_what_a_saturated_one_would() {
     );
 }
 
-#[test]
-fn explain_names_a_cpu_bound_schedulers_own_cost_and_what_none_would_do() {
+/// The explanation of the replayer's workload recorded under bfq, the machine `busy` (share
+/// of its 2 CPUs) over the recording's span, with the host profile `profile` makes of each
+/// request's busy CPU time (ns) and the recorded rate (requests/s).
+fn explain_bfq_recording(
+    busy: f64,
+    profile: impl FnOnce(f64, f64) -> HostProfile,
+) -> crate::explain::Explanation {
     use iosched_core::source::MemorySource;
 
-    use crate::{
-        explain::{self, Cause, Claim, Verdict},
-        scenarios::trace,
-        sched::SchedKind,
-        workload,
-    };
+    use crate::{explain, scenarios::trace, sched::SchedKind, workload};
     let base = replayer();
     let mut info = base.workload.device.clone();
     info.scheduler = Some("bfq".into());
@@ -150,24 +150,42 @@ fn explain_names_a_cpu_bound_schedulers_own_cost_and_what_none_would_do() {
     let mut w = workload::extract(&mut src, None).unwrap();
     let requests = w.service.len() as u64;
     let span_ns = w.end_ns - w.start_ns;
-    // Every CPU busy; bfq's cost half of each request's CPU time.
-    let per_request = 2.0 * span_ns as f64 / requests as f64;
-    w.cpu = Some(CpuUse::with_busy_share(span_ns, 2, 1.0));
-    w.host_profile = Some(profile(per_request / 4.0, per_request / 2.0));
+    let cpu = CpuUse::with_busy_share(span_ns, 2, busy);
+    w.host_profile = Some(profile(
+        cpu.busy_ns as f64 / requests as f64,
+        requests as f64 * 1e9 / span_ns as f64,
+    ));
+    w.cpu = Some(cpu);
     let r = Replayer::new(w, Some(base.device.clone()), vec![0, 1]).unwrap();
     assert_eq!(r.cpu.profile_source, ProfileSource::Recording);
     let mut src = MemorySource::new(vec![info], events);
     let (recorded, report) = crate::replay::recorded_summary(&mut src, &r.workload).unwrap();
-    let e = explain::explain(&r, &recorded, &report).unwrap();
-    assert!(e.model_check.reproduces(), "{:?}", e.model_check);
+    explain::explain(&r, &recorded, &report).unwrap()
+}
+
+/// `explain`'s scheduler-cost claim, which must be there.
+fn sched_cost_claim(
+    e: &crate::explain::Explanation,
+) -> (&crate::explain::Finding, &crate::explain::sched_cost::Claim) {
+    use crate::explain::{Cause, Claim};
     let f = e
         .findings
         .iter()
         .find(|f| f.cause == Cause::SchedulerCost)
         .unwrap_or_else(|| panic!("{:#?}", e.findings));
     let Claim::SchedCost(c) = &f.claim else {
-        panic!()
+        panic!("{:?}", f.claim)
     };
+    (f, c)
+}
+
+#[test]
+fn explain_names_a_cpu_bound_schedulers_own_cost_and_what_none_would_do() {
+    use crate::explain::{self, Verdict};
+    // Every CPU busy; bfq's cost half of each request's CPU time.
+    let e = explain_bfq_recording(1.0, |w, _| profile(w / 4.0, w / 2.0));
+    assert!(e.model_check.reproduces(), "{:?}", e.model_check);
+    let (f, c) = sched_cost_claim(&e);
     assert_eq!(c.bound, explain::sched_cost::Bound::Cpu);
     // Under none each request costs half as much CPU: twice the rate, the arithmetic's.
     let est = f.estimate.as_ref().unwrap();
@@ -181,4 +199,35 @@ fn explain_names_a_cpu_bound_schedulers_own_cost_and_what_none_would_do() {
         f.alternatives
     );
     assert!(matches!(e.verdict, Verdict::Findings(_)), "{:?}", e.verdict);
+}
+
+#[test]
+fn explain_calls_a_recording_lock_bound_only_on_a_hold_it_does_not_contradict() {
+    use crate::explain::sched_cost::Bound as Found;
+    // Half the machine busy, bfq's CPU time half of each request's (a cost worth naming
+    // either way), and bfq's lock held long enough to allow `cap` times the recorded rate.
+    let with_lock = |cap: f64| {
+        explain_bfq_recording(0.5, move |w, rate| {
+            let mut p = profile(w / 4.0, w / 2.0);
+            p.schedulers.get_mut("bfq").unwrap().serial_ns_per_request = 1e9 / (rate * cap);
+            p
+        })
+    };
+    // A hold that allows a little more than the recording did: the lock is what bound it.
+    let near = with_lock(1.1);
+    let (_, c) = sched_cost_claim(&near);
+    assert_eq!(c.bound, Found::Lock, "{c:?}");
+    assert!(c.lock_cap_iops.is_some(), "{c:?}");
+    // A hold that would cap it at half of what it reached: the recording contradicts the
+    // calibration, so no lock-bound claim and no lock cap are made of it (the replay clamps
+    // the hold the same way; the cost is still named, from the CPU share).
+    let contradicted = with_lock(0.5);
+    let (_, c) = sched_cost_claim(&contradicted);
+    assert_eq!(c.bound, Found::Share, "{c:?}");
+    assert_eq!(c.lock_cap_iops, None, "{c:?}");
+    assert!(
+        contradicted.model_check.reproduces(),
+        "{:?}",
+        contradicted.model_check
+    );
 }

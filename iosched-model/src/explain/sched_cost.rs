@@ -110,8 +110,13 @@ impl Diagnosis for SchedCost {
         if cost.cpu_ns_per_request <= 0.0 && cost.serial_ns_per_request <= 0.0 {
             return Vec::new();
         }
-        let hold = crate::cpu::lock_hold_ns(&cost);
-        let lock_cap_iops = (hold > 0.0 && recorded != SchedKind::Kyber).then(|| 1e9 / hold);
+        // The replay's own judgement of the lock (`CpuModel::lock_hold`): a calibrated hold
+        // the recording contradicts (it went faster than that hold allows) is no evidence
+        // that the lock bound it.
+        let hold = cpu.lock_hold(recorded, cpu.kyber_domains);
+        let lock_cap_iops =
+            (hold.hold_ns > 0.0 && !hold.contradicted && recorded != SchedKind::Kyber)
+                .then(|| 1e9 / hold.hold_ns);
         let cpu_share = cpu.recorded.map(|c| {
             cost.cpu_ns_per_request * cx.recorded.iops / (f64::from(c.online_cpus.max(1)) * 1e9)
         });
