@@ -9,6 +9,7 @@
 use std::{
     ffi::OsStr,
     io::{self, BufRead as _, BufReader},
+    os::unix::process::CommandExt as _,
     path::Path,
     process::{Child, Command, ExitStatus, Stdio},
     sync::mpsc,
@@ -73,6 +74,21 @@ impl Recorder {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
+        // It is stopped by SIGINT (SIGTERM on a timeout), so it must not inherit them
+        // ignored: a shell runs `cmd &` with SIGINT ignored when job control is off, and a
+        // program started that way (a script, `nohup ... &`) would pass the ignoring on. A
+        // handler the recorder installs overrides it anyway; a shell's `trap` cannot.
+        // SAFETY: between fork and exec only async-signal-safe calls: signal(2).
+        unsafe {
+            command.pre_exec(|| {
+                for sig in [libc::SIGINT, libc::SIGTERM] {
+                    if libc::signal(sig, libc::SIG_DFL) == libc::SIG_ERR {
+                        return Err(io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            })
+        };
         // A program written just before (the tests' fake recorders) is "busy" while a child
         // another thread forked meanwhile still holds its write descriptor, until that
         // child's exec closes it: a moment, so try again.

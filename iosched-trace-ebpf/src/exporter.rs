@@ -80,6 +80,7 @@ unsafe fn xadd(p: *mut u64, v: u64) {
 /// `*p = new` if `*p == old`, atomically; returns what `*p` was (BPF_CMPXCHG, Linux 5.12).
 ///
 /// SAFETY: `p` points into a map value.
+#[cfg(target_arch = "bpf")]
 #[inline(always)]
 unsafe fn cmpxchg(p: *mut u64, old: u64, new: u64) -> u64 {
     let was: u64;
@@ -99,6 +100,7 @@ unsafe fn cmpxchg(p: *mut u64, old: u64, new: u64) -> u64 {
 /// The low 32 bits of a kernel pointer as a number. The verifier forbids arithmetic other
 /// than adding on pointers, but a 32-bit move of one (allowed to programs that may see
 /// pointers, as ours) yields a plain scalar.
+#[cfg(target_arch = "bpf")]
 #[inline(always)]
 fn low_bits(ptr: u64) -> u32 {
     let low: u64;
@@ -112,6 +114,28 @@ fn low_bits(ptr: u64) -> u32 {
         )
     };
     low as u32
+}
+
+// The crate is linted for the host too (`cargo clippy -p iosched-trace-ebpf`, no BPF
+// target), where BPF's registers (`r0`, `r1`) do not exist: these stand in for the two
+// functions above there, with the same meaning. They are never run.
+#[cfg(not(target_arch = "bpf"))]
+unsafe fn cmpxchg(p: *mut u64, old: u64, new: u64) -> u64 {
+    // SAFETY: per the BPF version's contract; `p` is aligned (a map value's u64).
+    let a = unsafe { core::sync::atomic::AtomicU64::from_ptr(p) };
+    match a.compare_exchange(
+        old,
+        new,
+        core::sync::atomic::Ordering::SeqCst,
+        core::sync::atomic::Ordering::SeqCst,
+    ) {
+        Ok(was) | Err(was) => was,
+    }
+}
+
+#[cfg(not(target_arch = "bpf"))]
+fn low_bits(ptr: u64) -> u32 {
+    ptr as u32
 }
 
 /// `rq`'s slot in `EXP_RQ_SLOTS` (whoever holds it).
