@@ -6,7 +6,8 @@
 //! - [`record`]: our recording format (header, chunks, stats, footer), written and read.
 //! - [`blktrace`]: blktrace's binary format, read as a trace source and written from ours.
 //! - [`source`]: any trace we read as one time-ordered [`source::TraceSource`]
-//!   ([`trace_file`] opens a path of either format).
+//!   ([`trace_file`] opens a path of either format; [`follow`] reads a recording still being
+//!   written).
 //! - [`timeline`]: each request's and bio's life, rebuilt from the events.
 //! - [`driver`]: one pass of a source's events, filtered, through the timeline into the
 //!   consumers' sinks.
@@ -21,6 +22,7 @@ pub mod blktrace;
 pub mod devmap;
 pub mod driver;
 pub mod event;
+pub mod follow;
 pub mod output_file;
 pub mod record;
 pub mod source;

@@ -110,14 +110,40 @@ pub enum InputError {
     Unreadable { path: PathBuf, reason: String },
 }
 
+impl InputError {
+    /// Not an error: a recording still being written has nothing more yet
+    /// ([`FormatError::is_waiting`]); reading again later goes on.
+    pub fn is_waiting(&self) -> bool {
+        matches!(self, InputError::Recording(e) if e.is_waiting())
+    }
+}
+
+/// How long after an event the recorder has surely stored it: its checkpoints take the
+/// kernel's counters as settled half a second back (CPUs hand their staged events over
+/// within tens of milliseconds). Its CPU samples, on the trace clock every 100 ms, thus say
+/// that no event older than this before them is still to come
+/// ([`RecordingSource::release_by_writer_clock`]).
+pub const WRITER_SETTLED_NS: u64 = 500_000_000;
+
 /// A recording of ours, events put in time order by [`ChunkOrdered`] (what [`TimeOrdered`]
 /// does, a chunk at a time).
+///
+/// Over an input that pauses (a recording still being written, read through
+/// [`crate::follow::FollowInput`]), a read that finds no event released and nothing more to
+/// read yet returns the error [`InputError::is_waiting`] recognizes, and the source goes on
+/// where it was when called again: events are released as they would be from the whole
+/// file, since the reordering window only moves with the events read.
 pub struct RecordingSource<R: Read = BufReader<File>> {
     meta: TraceMeta,
     reader: RecordingReader<R>,
     ordered: Ordered,
     /// A read error, held back until the events read before it are taken.
     error: Option<FormatError>,
+    /// The last fill stopped because the input has nothing more yet.
+    waiting: bool,
+    /// A copy of every event read, in arrival order, until taken
+    /// ([`keep_arrivals`](Self::keep_arrivals)).
+    arrivals: Option<Vec<Event>>,
     /// Events that were in the file when scanned but not when decoded (see
     /// [`RecordingReader::event_at`]).
     vanished: u64,
@@ -170,6 +196,13 @@ impl Ordered {
             Ordered::Refs { ordered, .. } => ordered.late(),
         }
     }
+
+    fn release_before(&mut self, watermark_ns: u64) {
+        match self {
+            Ordered::Events { ordered, .. } => ordered.release_before(watermark_ns),
+            Ordered::Refs { ordered, .. } => ordered.release_before(watermark_ns),
+        }
+    }
 }
 
 /// How many events ahead of decoding their records are prefetched: far enough to hide a
@@ -219,6 +252,8 @@ impl<R: Read> RecordingSource<R> {
             reader,
             ordered,
             error: None,
+            waiting: false,
+            arrivals: None,
             vanished: 0,
             notes: Vec::new(),
         }
@@ -228,14 +263,62 @@ impl<R: Read> RecordingSource<R> {
         &self.reader
     }
 
-    /// Reads chunks until some events are released or the input ends. A read error ends
-    /// the input (everything held is released) and is kept for the caller.
+    /// From now on, keeps a copy of each event read, in arrival order (before reordering),
+    /// for [`take_arrivals`](Self::take_arrivals): what `report --follow`'s interval lines
+    /// are made of, ahead of the reordering window that holds the last events back until
+    /// newer ones come. Take them after each read: they are kept until taken.
+    pub fn keep_arrivals(&mut self) {
+        self.arrivals.get_or_insert_with(Vec::new);
+    }
+
+    /// Moves the events read since the last call to `out`, in arrival order (nothing unless
+    /// [`keep_arrivals`](Self::keep_arrivals) was called).
+    pub fn take_arrivals(&mut self, out: &mut Vec<Event>) {
+        if let Some(arrivals) = &mut self.arrivals {
+            out.append(arrivals);
+        }
+    }
+
+    /// For a recording still being written, where no event comes for a while (idle
+    /// devices): releases the events held for reordering that are older than
+    /// [`WRITER_SETTLED_NS`] before the recorder's last CPU sample (its clock, every
+    /// 100 ms), rather than waiting for a newer event. The recorder has stored every event
+    /// that old by then; one that comes later anyway is released late, out of time order
+    /// (and counted in the warnings), so a reader that must give exactly what the finished
+    /// file gives does not call this.
+    pub fn release_by_writer_clock(&mut self) {
+        if self.ordered.is_done() {
+            return;
+        }
+        if let Some(sample) = self.reader.cpu_samples().last() {
+            let watermark = sample.ts_ns.saturating_sub(WRITER_SETTLED_NS);
+            self.ordered.release_before(watermark);
+        }
+    }
+
+    /// Events released in time order and not taken yet.
+    pub fn ready(&self) -> usize {
+        self.ordered.ready()
+    }
+
+    /// See [`RecordingReader::mark_still_written`].
+    pub fn mark_still_written(&mut self) {
+        self.reader.mark_still_written();
+    }
+
+    /// Reads chunks until some events are released, the input ends, or it has nothing more
+    /// yet ([`InputError::is_waiting`]: then `waiting` is set). A read error ends the input
+    /// (everything held is released) and is kept for the caller.
     fn fill(&mut self) {
+        self.waiting = false;
         while self.ordered.ready() == 0 && !self.ordered.is_done() {
             let read = match &mut self.ordered {
                 Ordered::Events { ordered, arrived } => {
                     let read = self.reader.next_events(arrived);
                     if let Some(Ok(_)) = read {
+                        if let Some(copy) = &mut self.arrivals {
+                            copy.extend_from_slice(arrived);
+                        }
                         ordered.push_chunk(arrived);
                     }
                     read
@@ -245,6 +328,9 @@ impl<R: Read> RecordingSource<R> {
                 } => {
                     let read = self.reader.next_event_refs(arrived);
                     if let Some(Ok(_)) = read {
+                        if let Some(copy) = &mut self.arrivals {
+                            copy.extend(arrived.iter().filter_map(|r| self.reader.event_at(*r)));
+                        }
                         ordered.push_chunk(arrived);
                     }
                     read
@@ -252,6 +338,10 @@ impl<R: Read> RecordingSource<R> {
             };
             match read {
                 Some(Ok(_)) => {}
+                Some(Err(e)) if e.is_waiting() => {
+                    self.waiting = true;
+                    return;
+                }
                 Some(Err(e)) => {
                     self.error = Some(e);
                     self.ordered.finish();
@@ -295,6 +385,9 @@ impl<R: Read> TraceSource for RecordingSource<R> {
         loop {
             self.fill();
             if self.ordered.ready() == 0 {
+                if self.waiting {
+                    return Some(Err(FormatError::waiting().into()));
+                }
                 return self.error.take().map(|e| Err(InputError::Recording(e)));
             }
             self.take(&mut one, 1);
@@ -312,6 +405,9 @@ impl<R: Read> TraceSource for RecordingSource<R> {
                 break;
             }
             self.take(out, max - (out.len() - start));
+        }
+        if self.waiting && out.len() == start {
+            return Err(FormatError::waiting().into());
         }
         match self.error.take() {
             Some(e) if out.len() == start => Err(InputError::Recording(e)),
@@ -342,7 +438,8 @@ impl<R: Read> TraceSource for RecordingSource<R> {
 
     fn warnings(&self) -> Vec<String> {
         let mut w = self.reader().warnings().to_vec();
-        if self.reader().footer().is_none() {
+        // A reader marked still written says itself why there is no footer.
+        if self.reader().footer().is_none() && !self.reader.still_written() {
             w.push("recording was not closed cleanly (no footer): the end may be missing".into());
         }
         if self.vanished > 0 {

@@ -364,9 +364,27 @@ pub struct ReportArgs {
     /// idling waste.
     #[arg(long, value_name = "USECS", default_value_t = 50.0)]
     pub min_idle_us: f64,
+    /// FILE is still being written by `iosched-trace record -o FILE`: read it as it grows
+    /// (like `tail -f`), print a line per device for each --interval of trace time as the
+    /// events arrive, and the full report once the recorder closes the file; on Ctrl-C, the
+    /// report of what was read so far. Waits up to 30 s for FILE to appear.
+    #[arg(long)]
+    pub follow: bool,
+    /// With --follow: seconds of trace time per interval line.
+    #[arg(long, value_name = "SECS", default_value_t = 1.0, requires = "follow")]
+    pub interval: f64,
 }
 
 impl ReportArgs {
+    /// `--interval`, checked (used with --follow).
+    pub fn interval(&self) -> Result<Duration, ArgError> {
+        if self.interval.is_finite() && (0.01..=86_400.0).contains(&self.interval) {
+            Ok(Duration::from_secs_f64(self.interval))
+        } else {
+            Err(ArgError::Interval("--interval", self.interval))
+        }
+    }
+
     /// The analysis options, with the window checked.
     pub fn options(&self) -> Result<iosched_core::analysis::Options, ArgError> {
         let secs = |flag: &'static str, v: Option<f64>| match v {
@@ -582,6 +600,11 @@ pub struct DumpArgs {
     /// One JSON object per event (and a final summary object) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// FILE is still being written by `iosched-trace record -o FILE`: print its events as
+    /// they arrive (like `tail -f`), until the recorder closes the file or Ctrl-C. Waits up
+    /// to 30 s for FILE to appear.
+    #[arg(long)]
+    pub follow: bool,
 }
 
 #[derive(Debug, clap::Args)]

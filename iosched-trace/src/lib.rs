@@ -41,6 +41,8 @@
 //!   device; where the host profile lives.
 //! - [`exporter`]: the always-on daemon: in-kernel aggregates served as Prometheus metrics.
 //! - [`live`]: the live view (`live`): per-interval numbers on a terminal or as text.
+//! - [`follow`]: `--follow`, a recording read while its recorder still writes it (waiting,
+//!   signals, a file that stops growing).
 //! - [`views`]: the text and JSON views (dump, report, replay and explain).
 //! - [`cli`]: command-line syntax and validation; [`commands`]: one module per subcommand.
 
@@ -53,6 +55,7 @@ pub mod completions;
 pub mod device_watch;
 pub mod devices;
 pub mod exporter;
+pub mod follow;
 pub mod host;
 pub mod live;
 pub mod preflight;

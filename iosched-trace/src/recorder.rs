@@ -107,8 +107,9 @@ const IDLE_DRAIN: Duration = Duration::from_millis(100);
 /// the run itself kept it at least 84% busy (the idle second around it counted in).
 /// A sample is a read of /proc/stat and getrusage, and a chunk of about a hundred bytes.
 const CPU_SAMPLE_EVERY: Duration = Duration::from_millis(100);
-/// Age after which every event is surely out of the kernel and stored.
-const SETTLED_AFTER_NS: u64 = 500_000_000;
+/// Age after which every event is surely out of the kernel and stored (what `--follow`
+/// readers take the CPU samples' times to promise).
+const SETTLED_AFTER_NS: u64 = iosched_core::source::WRITER_SETTLED_NS;
 
 pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     let kernel = Kernel::prepare()?;

@@ -560,6 +560,23 @@ pub enum FormatError {
     Encode { what: &'static str, reason: String },
 }
 
+impl FormatError {
+    /// The input has nothing more for now (its `Read` said `WouldBlock`: a recording still
+    /// being written, read by `--follow`): not an error, the reader can be called again.
+    pub fn is_waiting(&self) -> bool {
+        match self {
+            FormatError::Io(e) => e.kind() == io::ErrorKind::WouldBlock,
+            FormatError::File { cause, .. } => cause.is_waiting(),
+            _ => false,
+        }
+    }
+
+    /// The error [`is_waiting`](Self::is_waiting) recognizes.
+    pub fn waiting() -> FormatError {
+        FormatError::Io(io::ErrorKind::WouldBlock.into())
+    }
+}
+
 /// `Comm` as a JSON string when that round-trips exactly, else as its 16 bytes.
 mod comm_serde {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};

@@ -291,6 +291,17 @@ impl<T: Timed> ChunkOrdered<T> {
         }
     }
 
+    /// Nothing older than `watermark_ns` can still come (the writer's clock says so): the
+    /// held events older than it are released, as if an event a window past it had been
+    /// seen. An event older than it that comes after all is released late.
+    pub fn release_before(&mut self, watermark_ns: u64) {
+        debug_assert!(!self.done, "release_before after finish");
+        self.newest_ns = self
+            .newest_ns
+            .max(watermark_ns.saturating_add(self.window_ns));
+        self.release();
+    }
+
     /// Moves up to `max` released events to `out`, oldest first.
     pub fn take(&mut self, out: &mut Vec<T>, max: usize) {
         let n = max.min(self.ready);
@@ -625,5 +636,30 @@ mod tests {
     #[test]
     fn empty_input() {
         assert_eq!(run(&[], 10, 10).0, []);
+    }
+
+    /// The writer's clock releases what the window holds back; an event older than that
+    /// coming afterwards is released late, as one older than the window is.
+    #[test]
+    fn a_watermark_releases_the_held_events_older_than_it() {
+        let mut o = ChunkOrdered::with_window(100, 1000);
+        let mut chunk: Vec<Event> = [50, 10, 30, 60].iter().map(|&t| event_at(t, t)).collect();
+        o.push_chunk(&mut chunk);
+        assert_eq!(o.ready(), 0, "all within the window of the newest");
+        o.release_before(40);
+        let mut out = Vec::new();
+        o.take(&mut out, 10);
+        assert_eq!(out.iter().map(|e| e.ts_ns).collect::<Vec<_>>(), [10, 30]);
+        assert_eq!(o.late(), 0);
+        let mut chunk = vec![event_at(20, 0), event_at(70, 0)];
+        o.push_chunk(&mut chunk);
+        o.finish();
+        out.clear();
+        o.take(&mut out, 10);
+        assert_eq!(
+            out.iter().map(|e| e.ts_ns).collect::<Vec<_>>(),
+            [20, 50, 60, 70]
+        );
+        assert_eq!(o.late(), 1);
     }
 }

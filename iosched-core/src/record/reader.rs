@@ -1,6 +1,12 @@
 //! Reading a recording back, one chunk at a time. Damage is survived, never misread: a chunk
 //! counts only if its magic, length and checksum agree; anything else is skipped up to the
 //! next chunk that does, and reported in [`RecordingReader::warnings`].
+//!
+//! A recording still being written (`report --follow`) is read through a `Read` that says
+//! [`io::ErrorKind::WouldBlock`] where the data ends for now: the reader then stops where it
+//! is, a chunk not yet whole left unread, returns that error ([`FormatError::is_waiting`])
+//! without ending, and goes on from there when called again. Only the end of the input (a
+//! read of 0 bytes) makes what is left a truncation.
 
 use std::{
     collections::BTreeMap,
@@ -44,6 +50,8 @@ pub struct RecordingReader<R: Read> {
     unknown_kinds: BTreeMap<u16, u64>,
     unknown_chunks: u64,
     finished: bool,
+    /// See [`mark_still_written`](Self::mark_still_written).
+    still_written: bool,
 }
 
 /// An event of a mapped recording not decoded yet: its timestamp and its record's offset.
@@ -130,6 +138,7 @@ impl<R: Read> RecordingReader<R> {
             unknown_kinds: BTreeMap::new(),
             unknown_chunks: 0,
             finished: false,
+            still_written: false,
         })
     }
 
@@ -143,7 +152,8 @@ impl<R: Read> RecordingReader<R> {
     }
 
     /// The next event in arrival order; `None` at the end. Damage is not an error (it becomes
-    /// a warning); `Some(Err)` is an I/O error, after which the reader ends.
+    /// a warning); `Some(Err)` is an I/O error, after which the reader ends, unless it is
+    /// [`FormatError::is_waiting`] (the input has nothing more yet: call again later).
     pub fn next_event(&mut self) -> Option<Result<Event, FormatError>> {
         loop {
             let chunk = self.chunk.bytes(self.src.map.as_ref());
@@ -167,8 +177,9 @@ impl<R: Read> RecordingReader<R> {
     }
 
     /// Moves to the next EVENTS chunk: `Ok(false)` at the end of the stream (then the reader
-    /// is finished), `Err` for a read error (which also ends it). Shared by the per-event,
-    /// per-chunk and per-reference paths.
+    /// is finished), `Err` for a read error (which also ends it), except that an input with
+    /// nothing more yet (`WouldBlock`) only pauses it. Shared by the per-event, per-chunk and
+    /// per-reference paths.
     fn advance(&mut self) -> Result<bool, FormatError> {
         if self.finished {
             return Ok(false);
@@ -179,6 +190,8 @@ impl<R: Read> RecordingReader<R> {
                 self.finish();
                 Ok(false)
             }
+            // Nothing consumed of the chunk not yet whole: called again, it is read again.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(e.into()),
             Err(e) => {
                 self.finished = true;
                 self.chunk = Payload::default();
@@ -359,10 +372,24 @@ impl<R: Read> RecordingReader<R> {
         self.src.offset
     }
 
+    /// Reading is being stopped while the recording is still being written, or while its
+    /// writer may have died without closing it (`report --follow` interrupted): the warnings
+    /// at the end say that a missing footer and a cut last chunk are what such a stop leaves,
+    /// instead of guessing at a crash. Call it before the input ends.
+    pub fn mark_still_written(&mut self) {
+        self.still_written = true;
+    }
+
+    /// Whether [`mark_still_written`](Self::mark_still_written) was called.
+    pub fn still_written(&self) -> bool {
+        self.still_written
+    }
+
     /// Reads the next chunk and takes it in. `Ok(false)` at the end of the input.
     fn read_chunk(&mut self) -> io::Result<bool> {
         let next = self.src.next_chunk()?;
-        if let Some(skipped) = next.skipped {
+        if let Some(mut skipped) = next.skipped {
+            skipped.still_written = self.still_written;
             self.warnings.push(skipped.to_string());
         }
         let Some(chunk) = next.chunk else {
@@ -481,10 +508,18 @@ impl<R: Read> RecordingReader<R> {
                 } else {
                     "there is no statistics snapshot either, so lost events are unknown"
                 };
-                self.warnings.push(format!(
-                    "recording was not closed cleanly: no footer (the recorder was killed or \
-                     crashed, or the disk filled up); {counts}"
-                ));
+                self.warnings.push(if self.still_written {
+                    format!(
+                        "recording not closed yet: reading stopped before its footer was \
+                         written (the recorder was still writing it, or had died without \
+                         closing it); {counts}"
+                    )
+                } else {
+                    format!(
+                        "recording was not closed cleanly: no footer (the recorder was killed \
+                         or crashed, or the disk filled up); {counts}"
+                    )
+                });
             }
             Some(footer) if footer.events_total != decoded => {
                 if footer.events_total > self.next_index {
@@ -629,6 +664,9 @@ struct Skipped {
     problem: Option<Problem>,
     /// A valid chunk follows (else the run reaches the end of the file).
     resynced: bool,
+    /// The input ended because reading was stopped while it was still being written
+    /// ([`RecordingReader::mark_still_written`]): a cut chunk at the end is one in flight.
+    still_written: bool,
 }
 
 impl fmt::Display for Skipped {
@@ -641,6 +679,13 @@ impl fmt::Display for Skipped {
                 "corrupt chunk at offset {start} ({problem}): skipped {len} bytes up to the next \
                  valid chunk at offset {}",
                 start + len
+            );
+        }
+        if self.still_written && matches!(self.problem, None | Some(Problem::PastEnd(_))) {
+            return write!(
+                f,
+                "{len} bytes after the last complete chunk (offset {start}) left out: a chunk \
+                 still being written when reading stopped"
             );
         }
         write!(
@@ -673,6 +718,9 @@ struct Source<R> {
     /// File offset of `buf[pos]`.
     offset: u64,
     eof: bool,
+    /// Where a run of bytes holding no valid chunk started, and what was wrong there, while
+    /// [`next_chunk`](Self::next_chunk) skips it (kept across a pause of the input).
+    bad: Option<(u64, Problem)>,
 }
 
 impl<R: Read> Source<R> {
@@ -684,6 +732,7 @@ impl<R: Read> Source<R> {
             pos: 0,
             offset: 0,
             eof: false,
+            bad: None,
         }
     }
 
@@ -729,8 +778,17 @@ impl<R: Read> Source<R> {
         while self.buf.len() < n {
             let want = (n - self.buf.len()).max(READ_SIZE);
             // `take(..).read_to_end` fills spare capacity without zeroing it first, retries
-            // on EINTR, and returns less than asked only at the end of the input.
-            let got = (&mut self.r).take(want as u64).read_to_end(&mut self.buf)?;
+            // on EINTR, and returns less than asked only at the end of the input. An input
+            // with nothing more for now (a file being written, read by `--follow`) says
+            // WouldBlock: what came before it is kept in `buf`, and is enough if it reaches
+            // `n`.
+            let got = match (&mut self.r).take(want as u64).read_to_end(&mut self.buf) {
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && self.buf.len() >= n => {
+                    return Ok(true);
+                }
+                Err(e) => return Err(e),
+            };
             if got < want {
                 self.eof = true;
                 return Ok(self.buf.len() >= n);
@@ -739,10 +797,12 @@ impl<R: Read> Source<R> {
         Ok(true)
     }
 
-    /// The next valid chunk, and the bytes skipped to reach it (or to reach the end).
+    /// The next valid chunk, and the bytes skipped to reach it (or to reach the end). A
+    /// WouldBlock from the input leaves everything as it was (a skip under way included, in
+    /// `bad`), for the next call to go on.
     fn next_chunk(&mut self) -> io::Result<Next> {
-        let mut bad: Option<(u64, Problem)> = None;
         loop {
+            let bad = self.bad;
             if !self.fill_to(CHUNK_HEADER_LEN)? {
                 let rest = self.avail();
                 let skipped = (rest > 0 || bad.is_some()).then(|| {
@@ -752,9 +812,11 @@ impl<R: Read> Source<R> {
                         len: self.offset + rest as u64 - start,
                         problem: bad.map(|b| b.1),
                         resynced: false,
+                        still_written: false,
                     }
                 });
                 self.consume(rest);
+                self.bad = None;
                 return Ok(Next {
                     skipped,
                     chunk: None,
@@ -793,7 +855,9 @@ impl<R: Read> Source<R> {
                     len: offset - start,
                     problem: Some(problem),
                     resynced: true,
+                    still_written: false,
                 });
+                self.bad = None;
                 return Ok(Next {
                     skipped,
                     chunk: Some(Chunk {
@@ -803,7 +867,7 @@ impl<R: Read> Source<R> {
                     }),
                 });
             };
-            bad.get_or_insert((self.offset, problem));
+            self.bad.get_or_insert((self.offset, problem));
             self.skip_to_magic()?;
         }
     }

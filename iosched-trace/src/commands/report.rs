@@ -1,5 +1,7 @@
 //! `iosched-trace report`: where the time went ([`iosched_core::analysis`]), as
-//! [`crate::views::report`]'s text or JSON, or [`crate::views::html`]'s page.
+//! [`crate::views::report`]'s text or JSON, or [`crate::views::html`]'s page. With
+//! `--follow`, of a recording still being written ([`crate::follow`]), with a line per
+//! interval as it is read (`follow`).
 
 use std::{path::Path, process::ExitCode};
 
@@ -17,8 +19,24 @@ pub const HTML_IDLE_INTERVALS: usize = 10_000;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let opts = args.options()?;
-    crate::system::let_interrupt_pass_for_stream(&args.file);
-    let mut source = trace_file::open(&args.file)?;
+    let mut source: Box<dyn TraceSource> = if args.follow {
+        let interval = args.interval()?;
+        // With --json, stdout holds the one JSON document: the lines go to stderr.
+        let out: Box<dyn std::io::Write> = if args.json {
+            Box::new(std::io::stderr())
+        } else {
+            Box::new(std::io::stdout())
+        };
+        let lines = follow::Intervals::new(opts.devices.clone(), interval, out);
+        Box::new(crate::follow::open(
+            &args.file,
+            "report",
+            Some(Box::new(lines)),
+        )?)
+    } else {
+        crate::system::let_interrupt_pass_for_stream(&args.file);
+        trace_file::open(&args.file)?
+    };
     let mut opts = opts;
     // Cgroup filters by path: find the ids in the trace's process table.
     let by_path: Vec<u64> = source
@@ -41,7 +59,10 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut report = analysis::analyze(source.as_mut(), &opts)?;
-    split_by_scheduler(&mut report, &opts, &args.file);
+    // A followed recording is read again only once it is closed (its footer read): before,
+    // the file holds more than was reported.
+    let unfinished = args.follow && source.footer().is_none();
+    split_by_scheduler(&mut report, &opts, &args.file, unfinished);
     for w in &report.trace.warnings {
         eprintln!("warning: {w}");
     }
@@ -49,6 +70,9 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
         let mut s = serde_json::to_string_pretty(&report)?;
         s.push('\n');
         s
+    } else if args.follow {
+        // Below the interval lines.
+        format!("\n{}", crate::views::report::render(&report))
     } else {
         crate::views::report::render(&report)
     };
@@ -57,14 +81,17 @@ pub fn run(args: ReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Where a device's scheduler was switched while recording, its figures span by span
-/// ([`analysis::by_scheduler`]), read again from the file: not for a stream (read once) or a
-/// window the user chose (the spans are the recording's), which get a warning instead.
-fn split_by_scheduler(report: &mut Report, opts: &Options, file: &Path) {
+/// ([`analysis::by_scheduler`]), read again from the file: not for a stream (read once), a
+/// recording followed and left `unfinished` (the file holds more by now) or a window the
+/// user chose (the spans are the recording's), which get a warning instead.
+fn split_by_scheduler(report: &mut Report, opts: &Options, file: &Path, unfinished: bool) {
     if analysis::by_scheduler::spans(report).is_empty() {
         return;
     }
     let why_not = if trace_file::is_stream(file) {
         Some("the trace came from a stream, read once: run report on a file of it")
+    } else if unfinished {
+        Some("following stopped before the recording was closed: run report on it once it is")
     } else if opts.from_ns.is_some() || opts.to_ns.is_some() {
         Some("a --from/--until window is set")
     } else {
@@ -151,6 +178,8 @@ pub fn write_page(path: &Path, page: &str) -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+mod follow;
 
 #[cfg(test)]
 mod tests;

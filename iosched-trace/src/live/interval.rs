@@ -312,6 +312,11 @@ impl IntervalBuilder {
         b
     }
 
+    /// Where the first interval started.
+    pub fn start_ns(&self) -> u64 {
+        self.session_start
+    }
+
     /// The interval being filled.
     pub fn window(&self) -> Window {
         self.window

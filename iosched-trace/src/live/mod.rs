@@ -12,12 +12,13 @@
 //! - [`ui`]: rendering (pure).
 //! - [`batch`]: `--batch` text and JSON lines.
 //! - `tui`: the terminal loop.
+//! - [`stop`]: SIGINT and SIGTERM as a request to stop (also `--follow`'s).
 
 pub mod app;
 pub mod batch;
 pub mod collector;
 pub mod interval;
-mod stop;
+pub mod stop;
 mod tui;
 pub mod ui;
 

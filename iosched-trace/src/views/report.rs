@@ -264,6 +264,49 @@ fn scheduler_spans(out: &mut String, r: &Report, device: &str) {
     }
 }
 
+/// `report --follow`'s lines for one interval of trace time, `from_s` to `to_s` seconds
+/// after the first event, written with `decimals` decimals: one per device that did I/O in
+/// it (its completed requests, their rate and throughput, Q2C and D2C of the I/O completed
+/// in it), or one `no I/O` line; each ends with the events lost since the recording
+/// started.
+pub fn interval_lines(
+    from_s: f64,
+    to_s: f64,
+    decimals: usize,
+    devices: &[&DeviceReport],
+    lost: u64,
+) -> String {
+    let when = format!("{:>15}", format!("{from_s:.decimals$}-{to_s:.decimals$} s"));
+    if devices.is_empty() {
+        return format!("{when}  no I/O  lost {lost}\n");
+    }
+    let p = |d: &DeviceReport, stage: &str, p99: bool| {
+        d.latency.get(stage).map_or_else(
+            || "-".to_string(),
+            |l| human_ns(if p99 { l.p99_ns } else { l.p50_ns } as f64),
+        )
+    };
+    let mut out = String::new();
+    for d in devices {
+        let dirs = [&d.read, &d.write, &d.other];
+        let requests: u64 = dirs.iter().map(|x| x.requests).sum();
+        let iops: f64 = dirs.iter().map(|x| x.iops).sum();
+        let mb: f64 = dirs.iter().map(|x| x.mb_per_s).sum();
+        let _ = writeln!(
+            out,
+            "{when}  {:<10} {requests:>8} requests {iops:>8.0} IOPS {:>13}  Q2C p50 {:>9} p99 \
+             {:>9}  D2C p50 {:>9} p99 {:>9}  lost {lost}",
+            d.name,
+            mib_s(mb),
+            p(d, "q2c", false),
+            p(d, "q2c", true),
+            p(d, "d2c", false),
+            p(d, "d2c", true),
+        );
+    }
+    out
+}
+
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
     let t = &r.trace;
