@@ -333,6 +333,32 @@ fn tiny_ring_counts_what_it_loses() {
             .any(|l| l.to_lowercase().contains("lost") && l.contains(&rec.lost.to_string())),
         "dump does not show the loss"
     );
+    // report: the same count, in its JSON and said in its text.
+    let report = Command::new(binary())
+        .args(["report", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(
+        json["trace"]["lost_events"].as_u64(),
+        Some(rec.lost),
+        "report --json: {}",
+        json["trace"]
+    );
+    let text = Command::new(binary())
+        .arg("report")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.to_lowercase().contains("lost") && l.contains(&rec.lost.to_string())),
+        "report's text does not show the loss"
+    );
 }
 
 /// Plugs as `record` counts them by default (per device, in the kernel) and as `record
