@@ -319,44 +319,33 @@ fn tiny_ring_counts_what_it_loses() {
         summary.contains(&format!("lost {} events", rec.lost)),
         "stderr: {summary}"
     );
-    let dump = Command::new(binary())
-        .arg("dump")
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(dump.status.success());
-    let text = String::from_utf8_lossy(&dump.stdout);
+    // What `iosched-trace ARGS FILE` prints, which must succeed.
+    let output = |args: &[&str]| {
+        let out = Command::new(binary())
+            .args(args)
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let shows_loss =
+        |l: &str| l.to_lowercase().contains("lost") && l.contains(&rec.lost.to_string());
+    let dump = output(&["dump"]);
     assert!(
-        text.lines()
-            .rev()
-            .take(30)
-            .any(|l| l.to_lowercase().contains("lost") && l.contains(&rec.lost.to_string())),
+        dump.lines().rev().take(30).any(shows_loss),
         "dump does not show the loss"
     );
     // report: the same count, in its JSON and said in its text.
-    let report = Command::new(binary())
-        .args(["report", "--json"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(report.status.success());
-    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&output(&["report", "--json"])).unwrap();
     assert_eq!(
         json["trace"]["lost_events"].as_u64(),
         Some(rec.lost),
         "report --json: {}",
         json["trace"]
     );
-    let text = Command::new(binary())
-        .arg("report")
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(text.status.success());
-    let text = String::from_utf8_lossy(&text.stdout);
     assert!(
-        text.lines()
-            .any(|l| l.to_lowercase().contains("lost") && l.contains(&rec.lost.to_string())),
+        output(&["report"]).lines().any(shows_loss),
         "report's text does not show the loss"
     );
 }
