@@ -26,6 +26,33 @@ pub enum LoopError {
     NoScheduler { path: String, contents: String },
 }
 
+/// Whether this kernel has the I/O scheduler `name`: listed in a disk's `queue/scheduler`,
+/// or a module that loads (as a write of its name to `queue/scheduler` would load it). Some
+/// kernels are built without one (the project's own machines' 6.18 has no bfq:
+/// `CONFIG_IOSCHED_BFQ` is not set, and it loads no modules). Touches no queue.
+pub fn kernel_has_scheduler(name: &str) -> bool {
+    let listed = || {
+        fs::read_dir("/sys/block")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|disk| {
+                fs::read_to_string(disk.path().join("queue/scheduler")).is_ok_and(|offered| {
+                    offered
+                        .split_whitespace()
+                        .any(|s| s.trim_matches(['[', ']']) == name)
+                })
+            })
+    };
+    listed()
+        || (Command::new("modprobe")
+            .args(["-q", &format!("{name}-iosched")])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+            && listed())
+}
+
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> LoopError {
     let what = what.into();
     move |err| LoopError::Io { what, err }

@@ -21,7 +21,11 @@ use iosched_core::{
     event::{Event, EventKind},
     record::RecordingReader,
 };
-pub use iosched_testbed::{loop_device::LoopDevice, recorder::Recorder, tempdir::TempDir};
+pub use iosched_testbed::{
+    loop_device::{LoopDevice, kernel_has_scheduler},
+    recorder::Recorder,
+    tempdir::TempDir,
+};
 
 /// Set by `cargo xtask test` when running as root or in CI: then a test that cannot run the
 /// real kernel fails instead of skipping.
@@ -80,6 +84,48 @@ pub fn tool_available(test: &str, tool: &str) -> bool {
     }
     eprintln!("SKIPPED {test}: no `{tool}` on PATH (cargo xtask setup)");
     false
+}
+
+/// Where a test that cannot run on this kernel for want of a feature it was built without
+/// says so (`cargo xtask test` sets it, and prints every line after the real-kernel tests),
+/// so that such a skip is never silent.
+pub const SKIP_LOG_ENV: &str = "IOSCHED_TRACE_SKIP_LOG";
+
+/// Whether a test of the I/O scheduler `name` can run here. Kernels are built without some
+/// (the project's own machines' 6.18 has no bfq: `CONFIG_IOSCHED_BFQ` is not set, and it
+/// loads no modules); a test of that scheduler cannot run on them, so it is skipped, said on
+/// stderr and written to [`SKIP_LOG_ENV`]'s file. The kernel matrix (`cargo xtask kernels`:
+/// Debian's kernels, where bfq is a module) runs the scheduler tests in its guests.
+pub fn scheduler_available(test: &str, name: &str) -> bool {
+    if kernel_has_scheduler(name) {
+        return true;
+    }
+    let why = format!(
+        "SKIPPED {test}: this kernel has no {name} I/O scheduler (not built in, no module)"
+    );
+    eprintln!("{why}");
+    if let Some(path) = std::env::var_os(SKIP_LOG_ENV) {
+        let logged = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{why}\n").as_bytes()));
+        if let Err(e) = logged {
+            panic!("{test}: writing {}: {e}", Path::new(&path).display());
+        }
+    }
+    false
+}
+
+/// The first of `wanted` this kernel has (for tests to which the scheduler is incidental: a
+/// kernel without bfq runs them under the next one), else `none`, which every blk-mq queue
+/// has.
+pub fn first_scheduler(wanted: &[&'static str]) -> &'static str {
+    wanted
+        .iter()
+        .copied()
+        .find(|s| kernel_has_scheduler(s))
+        .unwrap_or("none")
 }
 
 /// Whether real-kernel tests can run here. Without root they skip with a message, unless

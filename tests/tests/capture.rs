@@ -9,14 +9,15 @@ use iosched_core::{
 };
 use iosched_trace_tests::{
     FtraceBlk, ScratchLoop, binary, dd, our_multiset, read_recording, real_kernel_available,
-    record, scratch_dir,
+    record, scheduler_available, scratch_dir,
 };
 
 /// N direct 4 KiB writes at known offsets by one child process must give exactly N issues and
 /// N completions with those sectors, each completion matched to its issue by request id, and
 /// each request attributed (through its first bio's Q event) to the child.
 fn known_writes_under(scheduler: &str) {
-    if !real_kernel_available(&format!("known_writes_under_{scheduler}")) {
+    let test = format!("known_writes_under_{scheduler}");
+    if !real_kernel_available(&test) || !scheduler_available(&test, scheduler) {
         return;
     }
     const N: u64 = 64;

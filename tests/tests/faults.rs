@@ -12,8 +12,8 @@ use iosched_core::{
     record::{DeviceChangeKind, RecordingReader},
 };
 use iosched_trace_tests::{
-    ScratchLoop, binary, dd, read_recording, real_kernel_available, record, report_json, run,
-    scratch_dir,
+    ScratchLoop, binary, dd, first_scheduler, kernel_has_scheduler, read_recording,
+    real_kernel_available, record, report_json, run, scratch_dir,
 };
 
 /// The device watch polls every 100 ms: a change is in the recording after two polls.
@@ -31,21 +31,23 @@ fn direct_writes(disk: &ScratchLoop, count: u32, seek: u32) {
     .unwrap();
 }
 
-/// 100 direct writes under mq-deadline, the scheduler switched to bfq, 150 more: one change
-/// recorded (mq-deadline -> bfq, between the two batches), and the report's spans hold exactly
-/// 100 and 150 writes, each under its scheduler.
+/// 100 direct writes under mq-deadline, the scheduler switched to bfq (kyber on a kernel
+/// without bfq), 150 more: one change recorded (between the two batches), and the report's
+/// spans hold exactly 100 and 150 writes, each under its scheduler.
 #[test]
 fn a_scheduler_switch_is_recorded_and_splits_the_report() {
     if !real_kernel_available("a_scheduler_switch_is_recorded_and_splits_the_report") {
         return;
     }
+    // To bfq where the kernel has it, else to kyber.
+    let to = first_scheduler(&["bfq", "kyber"]);
     let disk = ScratchLoop::new("switch", 64, "mq-deadline").unwrap();
     let out = scratch_dir("switch-out").unwrap();
     let file = out.path().join("rec.istrace");
     let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
     direct_writes(&disk, 100, 0);
     std::thread::sleep(AFTER_A_POLL);
-    disk.set_queue("scheduler", "bfq").unwrap();
+    disk.set_queue("scheduler", to).unwrap();
     std::thread::sleep(AFTER_A_POLL);
     direct_writes(&disk, 150, 1000);
     recorder.stop().unwrap();
@@ -72,7 +74,7 @@ fn a_scheduler_switch_is_recorded_and_splits_the_report() {
         change.what,
         DeviceChangeKind::Scheduler {
             from: "mq-deadline".into(),
-            to: "bfq".into()
+            to: to.into()
         }
     );
     assert!(
@@ -93,13 +95,14 @@ fn a_scheduler_switch_is_recorded_and_splits_the_report() {
         .collect();
     assert_eq!(
         got,
-        [("mq-deadline".to_string(), 100), ("bfq".to_string(), 150)]
+        [("mq-deadline".to_string(), 100), (to.to_string(), 150)]
     );
     // The whole device still has both.
     assert_eq!(report["devices"][0]["write"]["requests"], 250);
     let text = run(Command::new(binary()).arg("report").arg(&file)).unwrap();
     assert!(
-        text.contains("device change: ") && text.contains("scheduler mq-deadline -> bfq at"),
+        text.contains("device change: ")
+            && text.contains(&format!("scheduler mq-deadline -> {to} at")),
         "{text}"
     );
     assert!(
@@ -234,9 +237,15 @@ fn eight_devices_and_a_second_recorder_record_each_write_once() {
     if !real_kernel_available("eight_devices_and_a_second_recorder_record_each_write_once") {
         return;
     }
-    const SCHEDULERS: [&str; 4] = ["none", "mq-deadline", "bfq", "kyber"];
+    // The four schedulers twice, or those this kernel has (no bfq on some) in turn.
+    let schedulers: Vec<&str> = ["none", "mq-deadline", "bfq", "kyber"]
+        .into_iter()
+        .filter(|s| kernel_has_scheduler(s))
+        .collect();
     let disks: Vec<ScratchLoop> = (0..8)
-        .map(|i| ScratchLoop::new(&format!("eight-{i}"), 16, SCHEDULERS[i % 4]).unwrap())
+        .map(|i| {
+            ScratchLoop::new(&format!("eight-{i}"), 16, schedulers[i % schedulers.len()]).unwrap()
+        })
         .collect();
     let names: Vec<&str> = disks.iter().map(|d| d.name()).collect();
     let out = scratch_dir("eight-out").unwrap();
@@ -297,7 +306,7 @@ fn eight_devices_and_a_second_recorder_record_each_write_once() {
                     "{} of {} ({}) in {}",
                     kind.name(),
                     names[i],
-                    SCHEDULERS[i % 4],
+                    schedulers[i % schedulers.len()],
                     path.display()
                 );
             }

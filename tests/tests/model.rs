@@ -13,7 +13,7 @@ use iosched_testbed::scenario::{
 };
 use iosched_trace_tests::{
     ScratchLoop, TempDir, binary, dd, hdd::daemon_binary, real_kernel_available, record,
-    scratch_dir,
+    scheduler_available, scratch_dir,
 };
 use serde_json::Value;
 
@@ -65,7 +65,9 @@ fn assert_tracefs_restored(before: &[(PathBuf, String)], after: &[(PathBuf, Stri
 
 #[test]
 fn sched_log_keeps_bfqs_decisions_and_restores_tracefs() {
-    if !real_kernel_available("sched_log_keeps_bfqs_decisions_and_restores_tracefs") {
+    if !real_kernel_available("sched_log_keeps_bfqs_decisions_and_restores_tracefs")
+        || !scheduler_available("sched_log_keeps_bfqs_decisions_and_restores_tracefs", "bfq")
+    {
         return;
     }
     let disk = ScratchLoop::new("schedlog", 64, "bfq").unwrap();
@@ -217,7 +219,12 @@ fn tiny_seq_writes_model_merges_as_recorded_and_not_with_nomerges_2() {
 /// why.
 #[test]
 fn dsync_journal_pre_5_3_bfq_costs_an_idle_slice_per_write() {
-    if !real_kernel_available("dsync_journal_pre_5_3_bfq_costs_an_idle_slice_per_write") {
+    if !real_kernel_available("dsync_journal_pre_5_3_bfq_costs_an_idle_slice_per_write")
+        || !scheduler_available(
+            "dsync_journal_pre_5_3_bfq_costs_an_idle_slice_per_write",
+            "bfq",
+        )
+    {
         return;
     }
     let (_keep, dir) = record_runs("dsync-journal", &["bfq"]);
@@ -295,7 +302,12 @@ fn dsync_journal_pre_5_3_bfq_costs_an_idle_slice_per_write() {
 /// the bar is 90%.
 #[test]
 fn bfq_model_decides_as_bfqs_log_says_for_a_single_reader() {
-    if !real_kernel_available("bfq_model_decides_as_bfqs_log_says_for_a_single_reader") {
+    if !real_kernel_available("bfq_model_decides_as_bfqs_log_says_for_a_single_reader")
+        || !scheduler_available(
+            "bfq_model_decides_as_bfqs_log_says_for_a_single_reader",
+            "bfq",
+        )
+    {
         return;
     }
     let (_keep, dir) = record_runs_with("multi-reader", &["bfq-ll1-1j"], true);
@@ -324,7 +336,12 @@ fn bfq_model_decides_as_bfqs_log_says_for_a_single_reader() {
 /// recordings here; the bar is 90%.
 #[test]
 fn bfq_model_merges_the_queues_bfq_merges_for_two_readers() {
-    if !real_kernel_available("bfq_model_merges_the_queues_bfq_merges_for_two_readers") {
+    if !real_kernel_available("bfq_model_merges_the_queues_bfq_merges_for_two_readers")
+        || !scheduler_available(
+            "bfq_model_merges_the_queues_bfq_merges_for_two_readers",
+            "bfq",
+        )
+    {
         return;
     }
     let (_keep, dir) = record_runs_with("multi-reader", &["bfq-ll1-2j"], true);

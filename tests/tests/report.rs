@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use iosched_trace_tests::{
-    FtraceBlk, ScratchLoop, dd, fio, ftrace_q2c_d2c,
+    FtraceBlk, ScratchLoop, dd, fio, first_scheduler, ftrace_q2c_d2c,
     hdd::{self, Hdd},
     real_kernel_available, record, report_json, scratch_dir,
 };
@@ -118,7 +118,8 @@ fn two_fio_jobs_are_attributed_separately() {
     if !real_kernel_available("two_fio_jobs_are_attributed_separately") {
         return;
     }
-    let disk = ScratchLoop::new("report-two", 64, "bfq").unwrap();
+    let disk =
+        ScratchLoop::new("report-two", 64, first_scheduler(&["bfq", "mq-deadline"])).unwrap();
     let out = scratch_dir("report-two-out").unwrap();
     let file = out.path().join("rec.istrace");
     let mut recorder = record(&[disk.name()], &file, &[]).unwrap();

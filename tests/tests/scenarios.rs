@@ -6,7 +6,7 @@
 //! Only large effects are asserted (factors, not percents): the machine is shared and noisy.
 
 use iosched_testbed::scenario::{self, RunOptions, RunSummary, Tools};
-use iosched_trace_tests::{binary, hdd::daemon_binary, real_kernel_available};
+use iosched_trace_tests::{binary, hdd::daemon_binary, real_kernel_available, scheduler_available};
 
 /// Runs the scenario, prints its table (so a failure shows the numbers), and returns the
 /// runs' summaries. Every run's recording must be complete.
@@ -41,7 +41,9 @@ fn get<'a>(runs: &'a [RunSummary], label: &str) -> &'a RunSummary {
 /// idling that makes it possible.
 #[test]
 fn multi_reader_two_readers_alternate_unless_bfq_idles() {
-    if !real_kernel_available("multi_reader_two_readers_alternate_unless_bfq_idles") {
+    if !real_kernel_available("multi_reader_two_readers_alternate_unless_bfq_idles")
+        || !scheduler_available("multi_reader_two_readers_alternate_unless_bfq_idles", "bfq")
+    {
         return;
     }
     let runs = run("multi-reader");
@@ -111,7 +113,12 @@ fn multi_reader_two_readers_alternate_unless_bfq_idles() {
 /// finds between dd and jbd2 is the learning phase only: a slice or two, not one per write.
 #[test]
 fn dsync_journal_bfq_idles_only_until_it_learns_the_waker() {
-    if !real_kernel_available("dsync_journal_bfq_idles_only_until_it_learns_the_waker") {
+    if !real_kernel_available("dsync_journal_bfq_idles_only_until_it_learns_the_waker")
+        || !scheduler_available(
+            "dsync_journal_bfq_idles_only_until_it_learns_the_waker",
+            "bfq",
+        )
+    {
         return;
     }
     let runs = run("dsync-journal");
@@ -193,7 +200,9 @@ fn tiny_seq_writes_merge_only_when_requests_wait() {
 /// queue busy. slice_idle 8, 0 and mq-deadline stream alike.
 #[test]
 fn single_reader_streams_whatever_slice_idle() {
-    if !real_kernel_available("single_reader_streams_whatever_slice_idle") {
+    if !real_kernel_available("single_reader_streams_whatever_slice_idle")
+        || !scheduler_available("single_reader_streams_whatever_slice_idle", "bfq")
+    {
         return;
     }
     let runs = run("single-reader-idle");
@@ -225,7 +234,9 @@ fn single_reader_streams_whatever_slice_idle() {
 /// round for the others, and bfq never better than about one round.
 #[test]
 fn many_readers_wait_a_round_and_bfq_no_less() {
-    if !real_kernel_available("many_readers_wait_a_round_and_bfq_no_less") {
+    if !real_kernel_available("many_readers_wait_a_round_and_bfq_no_less")
+        || !scheduler_available("many_readers_wait_a_round_and_bfq_no_less", "bfq")
+    {
         return;
     }
     let runs = run("many-readers-latency");

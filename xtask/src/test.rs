@@ -26,6 +26,7 @@ pub fn run() -> anyhow::Result<()> {
     let root = cmd::is_root();
     let ci = env::var_os("CI").is_some_and(|v| !v.is_empty());
     let real_kernel = root || ci;
+    let skip_log = cmd::target_dir()?.join("real-kernel-skips.txt");
 
     // Linting needs no eBPF object: AYA_BUILD_SKIP=1 makes build.rs write a stub instead of
     // building the eBPF crate a second time, for the dev profile (~40 s on a cold cache).
@@ -130,6 +131,10 @@ pub fn run() -> anyhow::Result<()> {
         let target = cmd::target_dir()?;
         c.env("IOSCHED_TRACE_BIN", target.join("release/iosched-trace"));
         c.env("IOSCHED_HDD_BIN", target.join("release/iosched-hdd"));
+        // Tests of a feature this kernel was built without (a scheduler: no bfq here) say
+        // so in this file, printed at the end: never a silent pass.
+        let _ = std::fs::remove_file(&skip_log);
+        c.env("IOSCHED_TRACE_SKIP_LOG", &skip_log);
         let artifacts = crate::dist::artifacts(&target);
         c.env(crate::dist::STATIC_BIN_ENV, &artifacts.static_bin);
         c.env(crate::dist::DEB_ENV, &artifacts.deb);
@@ -162,6 +167,22 @@ pub fn run() -> anyhow::Result<()> {
     }
 
     println!("test: total {}", secs(started.elapsed()));
+    if real_kernel {
+        let skipped = std::fs::read_to_string(&skip_log).unwrap_or_default();
+        let skipped: Vec<&str> = skipped.lines().filter(|l| !l.is_empty()).collect();
+        if skipped.is_empty() {
+            println!("test: no real-kernel test skipped for want of a kernel feature");
+        } else {
+            println!(
+                "test: {} real-kernel test(s) could not run on this kernel (it lacks what they \
+                 test; the kernel matrix runs the scheduler tests in its guests):",
+                skipped.len()
+            );
+            for line in skipped {
+                println!("test:   {line}");
+            }
+        }
+    }
     if !real_kernel {
         println!();
         println!(
