@@ -26,7 +26,8 @@ pub fn run() -> anyhow::Result<()> {
     let root = cmd::is_root();
     let ci = env::var_os("CI").is_some_and(|v| !v.is_empty());
     let real_kernel = root || ci;
-    let skip_log = cmd::target_dir()?.join("real-kernel-skips.txt");
+    let target = cmd::target_dir()?;
+    let skip_log = target.join("real-kernel-skips.txt");
 
     // Linting needs no eBPF object: AYA_BUILD_SKIP=1 makes build.rs write a stub instead of
     // building the eBPF crate a second time, for the dev profile (~40 s on a cold cache).
@@ -128,7 +129,6 @@ pub fn run() -> anyhow::Result<()> {
         c.env(REQUIRE_ROOT_TESTS, "1");
         // Where cargo put them: `CARGO_TARGET_DIR` (or a config's build.target-dir) moves the
         // target directory out of the workspace.
-        let target = cmd::target_dir()?;
         c.env("IOSCHED_TRACE_BIN", target.join("release/iosched-trace"));
         c.env("IOSCHED_HDD_BIN", target.join("release/iosched-hdd"));
         // Tests of a feature this kernel was built without (a scheduler: no bfq here) say
