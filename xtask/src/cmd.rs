@@ -139,3 +139,40 @@ mod tests {
         assert_eq!(display(&cmd), r"CI=1 fio --name=bench 'a b' 'it'\''s'");
     }
 }
+
+/// `err` and its causes on one line, as `{:#}` writes them, but without a cause whose text
+/// the line already holds: the test bed's errors name their source in their own text too,
+/// and `{:#}` wrote one failure three times over.
+pub fn causes(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+#[cfg(test)]
+mod causes_tests {
+    use super::causes;
+
+    #[test]
+    fn a_cause_already_written_is_not_written_again() {
+        let io = std::io::Error::other("Invalid argument");
+        let err = anyhow::Error::new(io)
+            .context("writing bfq to queue/scheduler: Invalid argument")
+            .context("scenario fast-randread");
+        assert_eq!(
+            causes(&err),
+            "scenario fast-randread: writing bfq to queue/scheduler: Invalid argument"
+        );
+        let plain = anyhow::anyhow!("no such file").context("reading x");
+        assert_eq!(causes(&plain), "reading x: no such file");
+    }
+}

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::Args;
-use iosched_testbed::scenario::{self, RunOptions, RunSummary, Tools};
+use iosched_testbed::{
+    loop_device::kernel_has_scheduler,
+    scenario::{self, RunOptions, RunSummary, Tools},
+};
 
 use crate::{BinArgs, cmd, disk, scratch};
 
@@ -48,6 +51,19 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<()> {
             );
         }
         scenario.runs.retain(|r| args.runs.contains(&r.label));
+    }
+    let absent = scenario.keep_runnable(kernel_has_scheduler);
+    if !absent.is_empty() {
+        eprintln!(
+            "scenario {}: not run, this kernel lacks their scheduler: {}",
+            scenario.name,
+            absent.join(", ")
+        );
+        anyhow::ensure!(
+            !scenario.runs.is_empty(),
+            "no run of {} can run on this kernel",
+            scenario.name
+        );
     }
     let tools = Tools {
         trace_bin: args.bin.resolve()?,

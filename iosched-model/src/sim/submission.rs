@@ -121,6 +121,14 @@ impl<'a> Sim<'a> {
         let batch_continues = self.submitted(i);
         if !batch_continues || io.plug_end || self.plugs[s].len() >= PLUG_MAX {
             self.flush_plug(s);
+            // The process flushes its plug itself (`blk_finish_plug`, not from schedule()),
+            // which runs the hardware queue there and then: its requests go to the driver
+            // while it has room, before the process submits anything else. Left for the
+            // event's end, they waited in the scheduler, where a bio the same event
+            // released next (one freed out of program order, admitted right after this one)
+            // merged into them: a 128 KiB reader on a parallel device replayed as 256 KiB
+            // requests, -30%.
+            self.run_queue();
         }
     }
 

@@ -78,6 +78,31 @@ pub struct Scenario {
     pub runs: Vec<Run>,
 }
 
+impl Scenario {
+    /// Drops the runs whose scheduler this kernel does not have (`kernel_has_scheduler`: a
+    /// kernel built without bfq, as on this project's current machines) and returns their
+    /// labels, so that the caller can say which were left out rather than fail on the first.
+    pub fn keep_runnable(&mut self, has: impl Fn(&str) -> bool) -> Vec<String> {
+        let mut known: Vec<(&str, bool)> = Vec::new();
+        let mut dropped = Vec::new();
+        self.runs.retain(|r| {
+            let keep = match known.iter().find(|(name, _)| *name == r.scheduler) {
+                Some(&(_, ok)) => ok,
+                None => {
+                    let ok = r.scheduler == "none" || has(r.scheduler);
+                    known.push((r.scheduler, ok));
+                    ok
+                }
+            };
+            if !keep {
+                dropped.push(r.label.clone());
+            }
+            keep
+        });
+        dropped
+    }
+}
+
 pub const NAMES: [&str; 5] = [
     "multi-reader",
     "dsync-journal",
@@ -390,6 +415,24 @@ pub fn many_readers_latency() -> Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_under_a_scheduler_the_kernel_lacks_are_dropped_and_named() {
+        let mut scenario = by_name("fast-randread").unwrap();
+        let before = scenario.runs.len();
+        let asked = std::cell::RefCell::new(Vec::new());
+        let dropped = scenario.keep_runnable(|s| {
+            asked.borrow_mut().push(s.to_owned());
+            s != "bfq"
+        });
+        assert_eq!(dropped, ["bfq"]);
+        assert_eq!(scenario.runs.len(), before - 1);
+        assert!(scenario.runs.iter().all(|r| r.scheduler != "bfq"));
+        // Each scheduler asked once, `none` never (every kernel has it).
+        let mut asked = asked.into_inner();
+        asked.sort();
+        assert_eq!(asked, ["bfq", "kyber", "mq-deadline"]);
+    }
 
     #[test]
     fn every_name_resolves_and_labels_are_unique() {
