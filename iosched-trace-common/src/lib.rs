@@ -82,7 +82,8 @@ pub mod stat {
     /// Requests whose bio chain was longer than the issue program walks: their later bios
     /// have no BIO_IN_RQ link.
     pub const CHAIN_TRUNCATED: u32 = 3;
-    /// Plugs and unplugs not counted because `PLUG_COUNTS` had no room for their device.
+    /// Unplugs (and the plugs counted with them) not counted because `PLUG_COUNTS` had no room
+    /// for their device.
     pub const PLUG_DEVICES_FULL: u32 = 4;
     pub const COUNT: u32 = 5;
 }
@@ -164,8 +165,9 @@ pub struct Config {
     /// `sched_waking` program's filter. 0: the Q path skips that insert entirely.
     pub wakeups: u32,
     /// 1 (`record --plug-events`): plug and unplug are sent as events. 0: they are only
-    /// counted per device in `PLUG_COUNTS` (what btt's plug figures need, for a fraction of
-    /// the cost: two of the six events of a plain read).
+    /// counted per device in `PLUG_COUNTS` by `block_unplug`, and `block_plug` is not attached
+    /// (what btt's plug figures need, for a fraction of the cost: two of the six events of a
+    /// plain read, and one tracepoint fewer).
     pub plug_events: u32,
     pub off: Offsets,
 }
@@ -176,7 +178,8 @@ pub struct Config {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct PlugCounts {
-    /// `block_plug`: a plug started holding requests for the device (P).
+    /// Plug lists flushed holding requests for the device, counted on each `block_unplug`
+    /// (blktrace's P where a plug holds one device's requests; `block_plug` is not attached).
     pub plugs: u64,
     /// `block_unplug` with `explicit` set: the submitter flushed its plug (U).
     pub unplugs_explicit: u64,

@@ -96,7 +96,8 @@ static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);
 static DEVICES: HashMap<u32, u8> = HashMap::with_max_entries(256, 0);
 
 /// Plug counters per traced device (`dev_t`), when plug and unplug are not sent as events
-/// (`CONFIG.plug_events` 0). Per CPU: a plug is counted where it happens, with plain adds.
+/// (`CONFIG.plug_events` 0; `block_unplug` counts, `block_plug` is not attached). Per CPU:
+/// an unplug is counted where it happens, with plain adds.
 #[map(name = "PLUG_COUNTS")]
 static PLUG_COUNTS: PerCpuHashMap<u32, PlugCounts> =
     PerCpuHashMap::with_max_entries(PLUG_COUNT_DEVICES, 0);
@@ -764,7 +765,7 @@ pub fn block_bio_complete(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// This CPU's plug counters of `dev`, created at its first plug; `None` (counted in
+/// This CPU's plug counters of `dev`, created at its first unplug; `None` (counted in
 /// `stat::PLUG_DEVICES_FULL`) if the map is full.
 #[inline(always)]
 fn plug_counts(dev: u32) -> Option<*mut PlugCounts> {
@@ -785,8 +786,15 @@ fn plug_counts(dev: u32) -> Option<*mut PlugCounts> {
     counts
 }
 
+/// `record --plug-events` only: counting mode leaves this tracepoint unattached and counts a
+/// plug per unplug (`block_unplug`), which saves the workload one tracepoint per plug.
 #[btf_tracepoint(function = "block_plug")]
 pub fn block_plug(ctx: BtfTracePointContext) -> i32 {
+    // A constant to the verifier: pruned at load. Never attached in counting mode; were it,
+    // a counted recording must not get P events.
+    if config!(plug_events) == 0 {
+        return 0;
+    }
     let pid_tgid = bpf_get_current_pid_tgid();
     if is_self(pid_tgid) {
         return 0;
@@ -796,15 +804,6 @@ pub fn block_plug(ctx: BtfTracePointContext) -> i32 {
     let Some(dev) = traced_dev(ctx.arg(0), DEV_KEY_QUEUE, config!(off.q_disk), held) else {
         return 0;
     };
-    // A constant to the verifier: one of the two paths is pruned at load.
-    if config!(plug_events) == 0 {
-        if let Some(counts) = plug_counts(dev) {
-            // SAFETY: this CPU's value; programs on one CPU nest only by interruption (a
-            // count lost to an interrupting plug is a window of a few instructions).
-            unsafe { (*counts).plugs += 1 };
-        }
-        return 0;
-    }
     emit(held, PLUG, dev, pid_tgid, NO_CGROUP, |_| {});
     0
 }
@@ -822,10 +821,16 @@ pub fn block_unplug(ctx: BtfTracePointContext) -> i32 {
     let Some(dev) = traced_dev(ctx.arg(0), DEV_KEY_QUEUE, config!(off.q_disk), held) else {
         return 0;
     };
+    // A constant to the verifier: one of the two paths is pruned at load.
     if config!(plug_events) == 0 {
         if let Some(counts) = plug_counts(dev) {
-            // SAFETY: as in `block_plug`.
+            // SAFETY: this CPU's value; programs on one CPU nest only by interruption (a
+            // count lost to an interrupting unplug is a window of a few instructions).
             unsafe {
+                // Every plug list that held requests for the device is flushed with an unplug
+                // of it, so the plug is counted here and `block_plug` stays unattached (a
+                // flush the kernel splits, per CPU queue or on a fallback, counts twice).
+                (*counts).plugs += 1;
                 if explicit {
                     (*counts).unplugs_explicit += 1;
                 } else {

@@ -84,6 +84,10 @@ pub enum CaptureError {
         #[source]
         source: std::io::Error,
     },
+    /// `trial`'s second load (`record --plug-events`'s programs) failed; the error is in the
+    /// message rather than a source, as for `Object`.
+    #[error("with --plug-events: {0}")]
+    PlugEvents(Box<CaptureError>),
 }
 
 /// How often every CPU's staged events are pushed to the ring buffer: the longest a quiet
@@ -115,6 +119,10 @@ pub enum When {
     Extra,
     /// Only on request (`--wakeups`): it fires on every wakeup of the machine.
     Wakeups,
+    /// Only where plugs are sent as events (`--plug-events`): counting mode counts a plug
+    /// per unplug in `block_unplug`, and an attached tracepoint costs the workload even when
+    /// its program does nothing.
+    PlugEvents,
 }
 
 const PROGRAMS: &[ProgramSpec] = &[
@@ -175,7 +183,7 @@ const PROGRAMS: &[ProgramSpec] = &[
     ProgramSpec {
         name: "block_plug",
         required: true,
-        when: When::Always,
+        when: When::PlugEvents,
         module: None,
     },
     ProgramSpec {
@@ -293,9 +301,43 @@ pub struct Trial {
 /// Loads and attaches every program a recording can use (with `--extra-events` and
 /// `--wakeups`, and the bio-based ones), exactly as [`Capture::start`] does, with the device
 /// filter set to a device that cannot exist (0:0), so nothing is traced; then detaches.
-/// `check` runs it to learn whether the kernel's verifier takes the programs. Must run
-/// inside a tokio runtime, as [`Capture::start`].
+/// `check` runs it to learn whether the kernel's verifier takes the programs. Two loads:
+/// `record`'s default (plugs counted in `block_unplug`), then `--plug-events`'s plug and
+/// unplug programs, which alone attach `block_plug` and take the unplug program's other path
+/// (the verifier sees only the path the configuration leaves; the other programs are the
+/// same in both). Must run inside a tokio runtime, as [`Capture::start`].
 pub fn trial(layout: &KernelLayout, kernel_btf: &crate::btf::Btf) -> Result<Trial, CaptureError> {
+    let counting = trial_one(layout, kernel_btf, ProgramSet::All, false)?;
+    let events = trial_one(layout, kernel_btf, ProgramSet::Plugs, true)
+        .map_err(|e| CaptureError::PlugEvents(Box::new(e)))?;
+    Ok(merge_trials(&counting, &events))
+}
+
+/// Two trial loads as one: each program once, in attach order (`block_unplug` is in both),
+/// attached if either load attached it, else skipped with the first load's reason.
+fn merge_trials(first: &Trial, second: &Trial) -> Trial {
+    let mut trial = Trial::default();
+    for spec in PROGRAMS {
+        let name = spec.name;
+        if first.attached.contains(&name) || second.attached.contains(&name) {
+            trial.attached.push(name);
+        } else if let Some(skip) = (first.skipped.iter())
+            .chain(&second.skipped)
+            .find(|(n, _)| *n == name)
+        {
+            trial.skipped.push(skip.clone());
+        }
+    }
+    trial
+}
+
+/// One trial load of `programs`, plugs counted or (`plug_events`) sent as events.
+fn trial_one(
+    layout: &KernelLayout,
+    kernel_btf: &crate::btf::Btf,
+    programs: ProgramSet,
+    plug_events: bool,
+) -> Result<Trial, CaptureError> {
     let options = CaptureOptions {
         disks: vec![Disk {
             name: "trial".into(),
@@ -307,8 +349,8 @@ pub fn trial(layout: &KernelLayout, kernel_btf: &crate::btf::Btf) -> Result<Tria
         extra_events: true,
         wakeups: true,
         verbose: false,
-        programs: ProgramSet::All,
-        plug_events: false,
+        programs,
+        plug_events,
     };
     let mut capture = Capture::start(&options, layout, kernel_btf)?;
     capture.detach()?;
@@ -333,6 +375,9 @@ pub enum ProgramSet {
     /// Everything but plug and unplug (`record --no-plugs`): two of the six events of a
     /// plain read on a fast device, measured at about 0.065 of its IOPS (README, Benchmark).
     NoPlugs,
+    /// Plug and unplug alone: [`trial`]'s load of `--plug-events`'s programs, which differ
+    /// from the default's only there.
+    Plugs,
 }
 
 /// The programs [`ProgramSet::Lifecycle`] keeps.
@@ -449,11 +494,13 @@ impl Capture {
                 When::BioBasedDevice => any_bio_based,
                 When::Extra => options.extra_events,
                 When::Wakeups => wakeups,
+                When::PlugEvents => options.plug_events,
             };
             let in_set = match options.programs {
                 ProgramSet::All => true,
                 ProgramSet::Lifecycle => LIFECYCLE.contains(&spec.name),
                 ProgramSet::NoPlugs => !matches!(spec.name, "block_plug" | "block_unplug"),
+                ProgramSet::Plugs => matches!(spec.name, "block_plug" | "block_unplug"),
             };
             if !wanted || !in_set {
                 continue;
@@ -495,7 +542,8 @@ impl Capture {
             .ok_or_else(|| CaptureError::Map(MAP_STAGING, "missing from the object".into()))?;
         let staging = PerCpuArray::try_from(staging)
             .map_err(|e| CaptureError::Map(MAP_STAGING, e.to_string()))?;
-        let counting_plugs = !options.plug_events && attached.contains(&"block_plug");
+        // `block_unplug` counts both plugs and unplugs (`block_plug` is not attached).
+        let counting_plugs = !options.plug_events && attached.contains(&"block_unplug");
         let plug_counts = if counting_plugs {
             let map = ebpf.take_map(MAP_PLUG_COUNTS).ok_or_else(|| {
                 CaptureError::Map(MAP_PLUG_COUNTS, "missing from the object".into())
@@ -1092,6 +1140,25 @@ mod tests {
         );
         let why = module_not_loaded("kyber_adjust", "kyber_iosched", "kernel/block/bfq.ko:\n");
         assert!(why.starts_with("tracepoint not in this kernel"), "{why}");
+    }
+
+    #[test]
+    fn check_trial_merges_the_plug_events_load() {
+        let counting = Trial {
+            attached: vec!["block_bio_queue", "block_unplug", "wbt_step"],
+            skipped: vec![("kyber_adjust", "not loaded".into())],
+        };
+        let events = Trial {
+            attached: vec!["block_plug", "block_unplug"],
+            skipped: vec![("kyber_adjust", "again".into())],
+        };
+        let merged = merge_trials(&counting, &events);
+        // block_plug where `record` attaches it (before block_unplug), block_unplug once.
+        assert_eq!(
+            merged.attached,
+            ["block_bio_queue", "block_plug", "block_unplug", "wbt_step"]
+        );
+        assert_eq!(merged.skipped, [("kyber_adjust", "not loaded".to_string())]);
     }
 
     #[test]

@@ -84,7 +84,7 @@ pub struct Tracepoint {
     pub name: &'static str,
     pub required: bool,
     /// When a recording attaches it: `always`, `bio-based device`, `--extra-events`,
-    /// `--wakeups`.
+    /// `--wakeups`, `--plug-events`.
     pub when: &'static str,
     /// `None`: usable; else why `record` leaves it out (the reason `record -v` notes).
     pub missing: Option<String>,
@@ -463,6 +463,7 @@ fn when_name(when: When) -> &'static str {
         When::BioBasedDevice => "bio-based device",
         When::Extra => "--extra-events",
         When::Wakeups => "--wakeups",
+        When::PlugEvents => "--plug-events",
     }
 }
 

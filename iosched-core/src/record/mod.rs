@@ -250,8 +250,9 @@ pub struct Stats {
     /// [`Header::plugs_counted`]). Devices that never plugged are absent.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub plug_counts: Vec<DevicePlugCounts>,
-    /// Plugs and unplugs the kernel could not count because its table of devices was full
-    /// (format 1.6).
+    /// Unplugs (each with its plug) the kernel could not count because its table of devices
+    /// was full (format 1.6; recordings made before 2026-12-06 counted plugs and unplugs
+    /// each).
     #[serde(skip_serializing_if = "is_zero")]
     pub plugs_uncounted: u64,
     /// What happened to the traced devices while recording, in time order: a scheduler
@@ -312,7 +313,9 @@ impl DeviceChange {
 #[serde(default)]
 pub struct DevicePlugCounts {
     pub dev: Dev,
-    /// Plugs started (blktrace P).
+    /// Plugs, counted at each unplug of the device (blktrace's P for a plug of one device's
+    /// requests; a plug of several devices' counts for each, and one plug may count twice:
+    /// docs/FORMAT.md). Recordings made before 2026-12-06 counted P itself.
     pub plugs: u64,
     /// Unplugs by the submitter (U).
     pub unplugs_explicit: u64,

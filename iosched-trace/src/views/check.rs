@@ -78,12 +78,12 @@ pub fn render(facts: &HostFacts, load: &Load, problems: &[String]) -> String {
         },
     );
     for t in &facts.tracepoints {
-        let role = if t.required {
-            "required".to_string()
-        } else if t.when == "always" {
-            "optional".to_string()
-        } else {
-            format!("optional, with {}", t.when)
+        let role = match (t.required, t.when) {
+            (true, "always") => "required".to_string(),
+            // block_plug: needed only where plugs are events (--plug-events).
+            (true, when) => format!("required with {when}"),
+            (false, "always") => "optional".to_string(),
+            (false, when) => format!("optional, with {when}"),
         };
         line(
             &mut out,
