@@ -76,6 +76,11 @@ pub struct KernelsArgs {
     /// target directory, replaced on each run).
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
+    /// Also run this test in every guest, after the plan's (repeatable): TARGET::NAME, a
+    /// test of tests/tests/TARGET.rs, e.g. the bfq prediction on a RAM device, which is not
+    /// in the matrix (docs/KERNELS.md).
+    #[arg(long, value_name = "TARGET::NAME")]
+    also: Vec<String>,
 }
 
 /// One kernel's run, for the summary.
@@ -118,6 +123,11 @@ pub fn run(args: &KernelsArgs) -> anyhow::Result<()> {
         }
         None => crate::build()?,
     };
+    let also = args
+        .also
+        .iter()
+        .map(|spec| plan::extra_test(spec).map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let tests = test_executables()?;
     let kernels: Vec<Kernel> = match args.kernel {
         None => KERNELS.to_vec(),
@@ -137,7 +147,7 @@ pub fn run(args: &KernelsArgs) -> anyhow::Result<()> {
             "kernels: {} ({} {})",
             kernel.name, kernel.package, kernel.version
         );
-        let run = match run_one(kernel, &cache, &work, &bin, &tests, args.timeout) {
+        let run = match run_one(kernel, &cache, &work, &bin, &tests, &also, args.timeout) {
             Ok(mut run) => {
                 run.wall = started.elapsed();
                 run
@@ -197,6 +207,7 @@ fn run_one(
     work: &Path,
     bin: &Path,
     tests: &[(String, PathBuf)],
+    also: &[plan::GuestTest],
     timeout: u64,
 ) -> anyhow::Result<KernelRun> {
     let t = Instant::now();
@@ -210,7 +221,8 @@ fn run_one(
     let config = fs::read_to_string(&fetched.config)
         .with_context(|| format!("reading {}", fetched.config.display()))?;
     let features = plan::Features::from_config(&config);
-    let guest_tests = plan::tests(&features);
+    let mut guest_tests = plan::tests(&features);
+    guest_tests.extend(also.iter().cloned());
     let modules = initramfs::modules_in_order(&fetched.modules, &features.modules)?;
 
     let dir = work.join(kernel.name);

@@ -93,7 +93,7 @@ pub fn module_params(module: &str) -> String {
 }
 
 /// One test run in the guest: `/tests/<target> --exact <name>`.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GuestTest {
     pub label: String,
     /// The test file, `tests/tests/<target>.rs`.
@@ -184,6 +184,23 @@ pub fn tests(features: &Features) -> Vec<GuestTest> {
     tests
 }
 
+/// `--also TARGET::NAME`: a test of `tests/tests/TARGET.rs` run in the guests after the
+/// plan's own (for a test that is not in the matrix, such as the bfq prediction on a RAM
+/// device, whose figures the serial log then holds).
+pub fn extra_test(spec: &str) -> Result<GuestTest, String> {
+    let (target, name) = spec
+        .split_once("::")
+        .filter(|(t, n)| !t.is_empty() && !n.is_empty())
+        .ok_or_else(|| format!("--also {spec:?}: expected TARGET::NAME, e.g. fast_device::NAME"))?;
+    Ok(GuestTest {
+        label: spec.to_owned(),
+        // Leaked once per flag: the plan keeps targets as the test files' static names.
+        target: Box::leak(target.to_owned().into_boxed_str()),
+        name: name.to_owned(),
+        early: false,
+    })
+}
+
 /// The guest's /init: mounts, loopback up (the exporter's test scrapes 127.0.0.1), modules,
 /// /dev/shm, then each test with a result line, then
 /// power off. `modules`: (guest path, parameters) in load order.
@@ -248,7 +265,9 @@ pub fn init_script(modules: &[(std::path::PathBuf, String)], tests: &[GuestTest]
     ));
     let run = |t: &GuestTest| {
         format!(
-            "run {} {GUEST_TESTS}/{} --exact {} --test-threads=1\n",
+            // --nocapture: what a test prints (the bfq prediction's figures, a failure's
+            // context) is in the serial log either way.
+            "run {} {GUEST_TESTS}/{} --exact {} --test-threads=1 --nocapture\n",
             t.label, t.target, t.name
         )
     };
@@ -375,6 +394,19 @@ mod tests {
     }
 
     #[test]
+    fn an_extra_test_names_its_file_and_test() {
+        let t = extra_test("fast_device::a_none_recording").unwrap();
+        assert_eq!(
+            (t.target, t.name.as_str()),
+            ("fast_device", "a_none_recording")
+        );
+        assert!(!t.early);
+        for bad in ["fast_device", "::x", "fast_device::", ""] {
+            assert!(extra_test(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn sched_log_runs_first_and_every_scheduler_has_its_count_test() {
         let t = tests(&Features::from_config(DEBIAN_6_1));
         let labels: Vec<&str> = t.iter().map(|t| t.label.as_str()).collect();
@@ -399,6 +431,13 @@ mod tests {
         // Without a late module there is no second check.
         let built_in = DEBIAN_6_1.replace("KYBER=m", "KYBER=y");
         assert_eq!(tests(&Features::from_config(&built_in)).len(), 11);
+        // Without bfq, neither bfq's own tests nor the bfq prediction.
+        let no_bfq = DEBIAN_6_1.replace("CONFIG_IOSCHED_BFQ=m", "# CONFIG_IOSCHED_BFQ is not set");
+        assert!(
+            !tests(&Features::from_config(&no_bfq))
+                .iter()
+                .any(|t| t.label.contains("bfq"))
+        );
         let init = init_script(
             &[
                 ("/modules/kyber-iosched.ko".into(), String::new()),
@@ -407,7 +446,7 @@ mod tests {
             &t,
         );
         assert!(init.contains("insmod /modules/brd.ko rd_nr=1 rd_size=524288 ||"));
-        assert!(init.contains("run capture::known_writes_kyber /tests/capture --exact known_writes_kyber --test-threads=1\n"));
+        assert!(init.contains("run capture::known_writes_kyber /tests/capture --exact known_writes_kyber --test-threads=1 --nocapture\n"));
         // The sched-log test, then the not-loaded check, then kyber, then the rest.
         let at = |needle: &str| init.find(needle).unwrap_or_else(|| panic!("{needle}"));
         assert!(at("insmod /modules/brd.ko") < at("run model::sched_log"));
