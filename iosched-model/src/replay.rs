@@ -332,15 +332,37 @@ impl Replayer {
         profile: Option<DeviceModel>,
         root_cgroups: Vec<u64>,
     ) -> Result<Replayer, ReplayError> {
-        let (device, fit) = match profile {
+        let (device, mut fit) = match profile {
             Some(p) => (p, None),
             None => {
                 let (m, q) = device::fit(&w.service, w.device.rotational)?;
                 (m, Some(q))
             }
         };
+        // The schedulers decide by the queue's flag (BFQ's idling, its seeky test and its
+        // queue merging read `blk_queue_nonrot`), not by how the device serves: a loop
+        // device keeps rotational=1 over a RAM file, and BFQ idles on it as on a disk.
+        let sched_rotational = w.device.rotational.unwrap_or_else(|| device.rotational());
+        if sched_rotational != device.rotational()
+            && let Some(q) = fit.as_mut()
+        {
+            q.notes.push(format!(
+                "the schedulers take it as {} (its sysfs flag, as the kernel's do: BFQ idles and \
+                 judges seeks by it), though it serves as a {} device",
+                if sched_rotational {
+                    "rotational"
+                } else {
+                    "non-rotational"
+                },
+                if device.rotational() {
+                    "rotational"
+                } else {
+                    "non-rotational"
+                },
+            ));
+        }
         let env = SchedEnv {
-            rotational: device.rotational(),
+            rotational: sched_rotational,
             kernel: kernel_of(&w),
             peak_sectors_per_sec: device.peak_sectors_per_sec(),
             root_cgroups,
