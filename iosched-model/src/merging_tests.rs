@@ -644,17 +644,7 @@ fn bios_released_out_of_order_on_a_parallel_device_do_not_merge() {
         w.device = scenarios::device("loop0", sched, false);
         let mut sector = 1_000_000u64;
         for k in 0..n {
-            let trigger = match k {
-                0 => Trigger::At(0),
-                k if k < window => Trigger::AfterQueue {
-                    io: k - 1,
-                    delay: 1_000,
-                },
-                k => Trigger::AfterCompletion {
-                    io: k - window,
-                    delay: scenarios::REAP_NS,
-                },
-            };
+            let trigger = scenarios::window_trigger(k, window);
             let i = scenarios::push(&mut w, 0, sector, size(k), Op::Read, true, trigger);
             w.ios[i as usize].plug_end = true;
             sector += u64::from(size(k));

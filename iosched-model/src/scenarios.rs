@@ -34,17 +34,7 @@ pub fn windowed_writer(bios: u32, window: u32, first_sector: u64, scheduler: &st
     let mut w = empty(vec![st]);
     w.device = device("loop0", scheduler, true);
     for k in 0..bios {
-        let trigger = match k {
-            0 => Trigger::At(0),
-            k if k < window => Trigger::AfterQueue {
-                io: k - 1,
-                delay: 1_000,
-            },
-            k => Trigger::AfterCompletion {
-                io: k - window,
-                delay: REAP_NS,
-            },
-        };
+        let trigger = window_trigger(k, window);
         let i = push(
             &mut w,
             0,
@@ -57,6 +47,23 @@ pub fn windowed_writer(bios: u32, window: u32, first_sector: u64, scheduler: &st
         w.ios[i as usize].plug_end = true;
     }
     w
+}
+
+/// What releases bio `k` of a process that keeps `window` in flight (fio's libaio at that
+/// iodepth): the first `window` one after another, then each at the completion of the one
+/// `window` before it, after the reap delay.
+pub fn window_trigger(k: u32, window: u32) -> Trigger {
+    match k {
+        0 => Trigger::At(0),
+        k if k < window => Trigger::AfterQueue {
+            io: k - 1,
+            delay: 1_000,
+        },
+        k => Trigger::AfterCompletion {
+            io: k - window,
+            delay: REAP_NS,
+        },
+    }
 }
 
 /// Bios in flight on average, by Little's law (bios per second x mean Q2C), for a run of
