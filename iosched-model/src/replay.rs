@@ -346,19 +346,18 @@ impl Replayer {
         if sched_rotational != device.rotational()
             && let Some(q) = fit.as_mut()
         {
+            let word = |rotational: bool| {
+                if rotational {
+                    "rotational"
+                } else {
+                    "non-rotational"
+                }
+            };
             q.notes.push(format!(
                 "the schedulers take it as {} (its sysfs flag, as the kernel's do: BFQ idles and \
                  judges seeks by it), though it serves as a {} device",
-                if sched_rotational {
-                    "rotational"
-                } else {
-                    "non-rotational"
-                },
-                if device.rotational() {
-                    "rotational"
-                } else {
-                    "non-rotational"
-                },
+                word(sched_rotational),
+                word(device.rotational()),
             ));
         }
         let env = SchedEnv {
