@@ -341,7 +341,9 @@ impl Replayer {
         };
         // The schedulers decide by the queue's flag (BFQ's idling, its seeky test and its
         // queue merging read `blk_queue_nonrot`), not by how the device serves: a loop
-        // device keeps rotational=1 over a RAM file, and BFQ idles on it as on a disk.
+        // device may say rotational=1 over a fast file (the loop default, where the kernel
+        // does not take the flag from the backing file's device), and BFQ idles on it as on
+        // a disk.
         let sched_rotational = w.device.rotational.unwrap_or_else(|| device.rotational());
         if sched_rotational != device.rotational()
             && let Some(q) = fit.as_mut()

@@ -1220,9 +1220,10 @@ fn a_binned_run_is_the_run_with_its_numbers_over_time() {
     assert!(idle > 0);
 }
 
-/// BFQ decides by the queue's rotational flag, not by how the device serves: over a RAM
-/// file a loop device keeps rotational=1, and the kernel's BFQ idles for each sequential
-/// reader there as on a disk. The same two readers on the same fast device (8 channels,
+/// BFQ decides by the queue's rotational flag, not by how the device serves: a loop device
+/// whose flag says rotational=1 over a fast backing file (the loop default, where the kernel
+/// does not take it from the backing file's device) gets BFQ's idling for each sequential
+/// reader as a disk would. The same two readers on the same fast device (8 channels,
 /// 100 µs a request) replayed with the recorded flag: with rotational=1 BFQ idles for each
 /// reader in turn while the other waits and the device has room (measured 45.9 ms idle,
 /// 25.1 MB/s); with rotational=0 it idles less (two readers at one request each show it no
