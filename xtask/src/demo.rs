@@ -12,10 +12,11 @@ use std::{fmt::Write as _, path::PathBuf};
 
 use anyhow::Context as _;
 use clap::Args;
-use iosched_testbed::scenario::{self, RunOptions, RunOutcome, Tools, summary::ms};
+use iosched_testbed::{
+    loop_device::kernel_has_scheduler,
+    scenario::{self, RunOptions, RunOutcome, Tools, summary::ms},
+};
 use serde_json::Value;
-
-use iosched_testbed::loop_device::kernel_has_scheduler;
 
 use crate::{BinArgs, cmd, disk, scratch};
 

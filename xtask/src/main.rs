@@ -127,7 +127,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {}", cmd::causes(&err));
+            eprintln!("error: {err:#}");
             ExitCode::FAILURE
         }
     }

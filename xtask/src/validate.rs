@@ -162,11 +162,7 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
                 started.elapsed().as_secs_f64()
             ),
             Err(e) if several && !scratch::interrupted() => {
-                eprintln!(
-                    "validate: device {} failed: {}",
-                    bed.name(),
-                    cmd::causes(&e)
-                );
+                eprintln!("validate: device {} failed: {e:#}", bed.name());
                 failed.push(bed.name());
             }
             Err(e) => return Err(e),

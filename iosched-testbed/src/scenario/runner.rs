@@ -35,12 +35,15 @@ use crate::{
 /// How long `iosched-trace record` may take to load and attach its programs.
 const RECORDER_READY: Duration = Duration::from_secs(30);
 
+/// The variants that wrap another error write its text in their own and do not also give it
+/// as their `source()`: `{:#}` (anyhow's chain, as the xtask commands print errors) wrote a
+/// failure once per level otherwise, three times for a run's emulated disk.
 #[derive(Debug, Error)]
 pub enum ScenarioError {
     #[error("emulated disk: {0}")]
-    Rig(#[from] RigError),
+    Rig(RigError),
     #[error("RAM loop device: {0}")]
-    Loop(#[from] LoopError),
+    Loop(LoopError),
     #[error("{what}: {err}")]
     Io { what: String, err: io::Error },
     #[error("`{command}` failed ({status}): {stderr}")]
@@ -59,12 +62,23 @@ pub enum ScenarioError {
     Interrupted,
     #[error("I/O priority {0:?}: expected be/N or rt/N (N 0-7), or idle")]
     Priority(String),
-    #[error("run {label}: {source}")]
+    #[error("run {label}: {inner}")]
     InRun {
         label: String,
-        #[source]
-        source: Box<ScenarioError>,
+        inner: Box<ScenarioError>,
     },
+}
+
+impl From<RigError> for ScenarioError {
+    fn from(e: RigError) -> Self {
+        ScenarioError::Rig(e)
+    }
+}
+
+impl From<LoopError> for ScenarioError {
+    fn from(e: LoopError) -> Self {
+        ScenarioError::Loop(e)
+    }
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> ScenarioError {
@@ -191,7 +205,7 @@ pub fn run(
             ScenarioError::Interrupted => e,
             other => ScenarioError::InRun {
                 label: run.label.clone(),
-                source: Box::new(other),
+                inner: Box::new(other),
             },
         })?;
         if options.verbose {
@@ -596,6 +610,23 @@ mod tests {
     use std::os::unix::process::CommandExt as _;
 
     use super::*;
+
+    #[test]
+    fn a_runs_failure_is_written_once_in_its_chain() {
+        let err = ScenarioError::InRun {
+            label: "bfq".into(),
+            inner: Box::new(ScenarioError::Loop(LoopError::NotALoop("x".into()))),
+        };
+        let line = format!(
+            "{:#}",
+            anyhow::Error::new(err).context("scenario fast-randread")
+        );
+        assert_eq!(
+            line,
+            "scenario fast-randread: run bfq: RAM loop device: losetup printed \"x\", not a \
+             /dev/loopN path"
+        );
+    }
 
     /// A workload started from a process at another I/O priority (and, as root, another
     /// nice value) runs at the default ones, or at its run's.

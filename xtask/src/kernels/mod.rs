@@ -254,10 +254,10 @@ fn run_one(
     for test in &guest_tests {
         let host = tests
             .iter()
-            .find(|(name, _)| name == test.target)
+            .find(|(name, _)| *name == test.target)
             .map(|(_, path)| path)
             .with_context(|| format!("no test executable for tests/tests/{}.rs", test.target))?;
-        root.executable(host, &Path::new(plan::GUEST_TESTS).join(test.target))?;
+        root.executable(host, &Path::new(plan::GUEST_TESTS).join(&test.target))?;
     }
     let mut loads = Vec::new();
     for module in &modules {

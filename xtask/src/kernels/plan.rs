@@ -97,7 +97,7 @@ pub fn module_params(module: &str) -> String {
 pub struct GuestTest {
     pub label: String,
     /// The test file, `tests/tests/<target>.rs`.
-    pub target: &'static str,
+    pub target: String,
     pub name: String,
     /// Runs before the late modules load (see [`LATE_MODULES`]).
     pub early: bool,
@@ -119,7 +119,7 @@ const NOT_LOADED_CHECK: &str = "record::names_a_scheduler_module_not_loaded";
 pub fn tests(features: &Features) -> Vec<GuestTest> {
     let test = |target: &'static str, name: String| GuestTest {
         label: format!("{target}::{name}"),
-        target,
+        target: target.to_owned(),
         name,
         early: false,
     };
@@ -194,8 +194,7 @@ pub fn extra_test(spec: &str) -> Result<GuestTest, String> {
         .ok_or_else(|| format!("--also {spec:?}: expected TARGET::NAME, e.g. fast_device::NAME"))?;
     Ok(GuestTest {
         label: spec.to_owned(),
-        // Leaked once per flag: the plan keeps targets as the test files' static names.
-        target: Box::leak(target.to_owned().into_boxed_str()),
+        target: target.to_owned(),
         name: name.to_owned(),
         early: false,
     })
@@ -397,7 +396,7 @@ mod tests {
     fn an_extra_test_names_its_file_and_test() {
         let t = extra_test("fast_device::a_none_recording").unwrap();
         assert_eq!(
-            (t.target, t.name.as_str()),
+            (t.target.as_str(), t.name.as_str()),
             ("fast_device", "a_none_recording")
         );
         assert!(!t.early);
