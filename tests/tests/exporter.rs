@@ -236,27 +236,43 @@ fn prometheus_scrapes_what_fio_did_and_the_quantiles_agree_with_report() {
         "iosched_requests_total",
         &[&device, "operation=\"read\""],
     );
+    // A completion can fire where the kernel runs no BPF program (docs/REPORT.md, the
+    // completions that never reach the program: 1 of these 4096 in one CI run, for the
+    // exporter and not the recorder beside it). So: every count equals the completions the
+    // exporter's programs saw, exactly; those are fio's but for such misses, which are rare.
+    let seen = sample_sum(&text, "iosched_events_total", &["event=\"complete\""]);
     assert_eq!(
-        reads, fio_reads as f64,
-        "requests_total against fio\n{text}"
+        reads, seen,
+        "requests_total against the completions seen\n{text}"
+    );
+    let missed = fio_reads as f64 - reads;
+    assert!(
+        (0.0..=fio_reads as f64 / 100.0).contains(&missed),
+        "requests_total {reads} against fio's {fio_reads}\n{text}"
     );
     let bytes = sample_sum(
         &text,
         "iosched_request_bytes_total",
         &[&device, "operation=\"read\""],
     );
-    assert_eq!(bytes, (fio_reads * 4096) as f64);
+    assert_eq!(bytes, reads * 4096.0);
     let q2c_count = sample_sum(
         &text,
         "iosched_request_latency_seconds_count",
         &[&device, "operation=\"read\""],
     );
+    assert_eq!(q2c_count, reads, "Q->C count against requests_total");
     let report = report_json(&file, &[]).unwrap();
     let q2c = &report["devices"][0]["latency_by_direction"]["read"]["q2c"];
+    // The recorder's misses are counted against the kernel's own completion counters: with
+    // them, its count is fio's exactly.
+    let untraced = report["trace"]["untraced_completions"]
+        .as_f64()
+        .unwrap_or(0.0);
     assert_eq!(
-        q2c_count,
-        q2c["count"].as_f64().unwrap(),
-        "Q->C count against report"
+        q2c["count"].as_f64().unwrap() + untraced,
+        fio_reads as f64,
+        "report's Q->C count and untraced completions against fio"
     );
     let q2c_sum = sample_sum(
         &text,
@@ -304,7 +320,7 @@ fn prometheus_scrapes_what_fio_did_and_the_quantiles_agree_with_report() {
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-    assert_eq!(seen, Some(fio_reads as f64), "PromQL {count_query}");
+    assert_eq!(seen, Some(reads), "PromQL {count_query}");
     for (q, key) in [(0.5, "p50_ns"), (0.99, "p99_ns")] {
         let query = format!(
             "histogram_quantile({q}, sum by (le) (iosched_request_latency_seconds_bucket{{device=\"{}\",operation=\"read\"}}))",
