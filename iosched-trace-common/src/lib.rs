@@ -487,6 +487,41 @@ pub mod exporter {
         pub merges_back: u64,
         pub merges_front: u64,
         pub merges_rq: u64,
+        /// Final completions the programs saw, whether or not they had seen the request
+        /// before, by the kernel's accounting group (`COMPLETED_*`): what userspace holds
+        /// against the device's own counters (`/sys/block/DEV/stat`) to count the
+        /// completions that never reached the programs.
+        pub completed: [u64; COMPLETED_GROUPS],
+    }
+
+    /// [`DevState::completed`]'s groups: the kernel's `op_stat_group` (reads, writes,
+    /// discards; flushes and passthrough commands are not accounted there), and writes that
+    /// ended empty through the flush machinery, which the kernel may count once with their
+    /// data part or not at all (the recording's completion check, `CompletionCounts`).
+    pub const COMPLETED_READ: usize = 0;
+    pub const COMPLETED_WRITE: usize = 1;
+    pub const COMPLETED_DISCARD: usize = 2;
+    pub const COMPLETED_WRITE_THROUGH_FLUSH: usize = 3;
+    pub const COMPLETED_GROUPS: usize = 4;
+
+    /// The group of a final completion of a request of operation `op` (`REQ_OP_*`) that had
+    /// `bytes` left before it (0: a request that went through the flush machinery), or `None`
+    /// where the kernel does not count it (block/blk-mq.c `blk_account_io_done`: flushes and
+    /// passthrough commands (`REQ_OP_DRV_*`) are not accounted; the kernel counts the other
+    /// operations by their write bit, and operations the recorder does not know are left
+    /// out as it leaves them out).
+    #[inline(always)]
+    pub const fn completed_group(op: u32, bytes: u32) -> Option<usize> {
+        // The recorder's known operations (`iosched_core::event::Op`), by the write bit.
+        match op {
+            0 | 10 | 12 if bytes == 0 => None,
+            0 | 10 | 12 => Some(COMPLETED_READ),
+            3 if bytes == 0 => None,
+            3 => Some(COMPLETED_DISCARD),
+            1 | 5 | 9 | 11 | 13 | 15 | 17 if bytes == 0 => Some(COMPLETED_WRITE_THROUGH_FLUSH),
+            1 | 5 | 9 | 11 | 13 | 15 | 17 => Some(COMPLETED_WRITE),
+            _ => None,
+        }
     }
 
     /// Key of `EXP_IDLE`.

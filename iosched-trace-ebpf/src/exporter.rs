@@ -15,9 +15,9 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use iosched_trace_common::exporter::{
-    BOUNDS, BOUNDS_NS, BUCKETS, BioStart, CgroupIo, DevCgroup, DevOpCgroup, DevState, Hist,
-    IDLE_MIN_NS, IdleWaste, OP_MASK, RECENT_BIOS, RQ_INSERTED, RQ_ISSUED, RQ_SLOTS, RecentBios,
-    RqSlot, RqState, rq_slot, stat,
+    BOUNDS, BOUNDS_NS, BUCKETS, BioStart, COMPLETED_GROUPS, CgroupIo, DevCgroup, DevOpCgroup,
+    DevState, Hist, IDLE_MIN_NS, IdleWaste, OP_MASK, RECENT_BIOS, RQ_INSERTED, RQ_ISSUED, RQ_SLOTS,
+    RecentBios, RqSlot, RqState, completed_group, rq_slot, stat,
 };
 
 use crate::{Held, bio_cgroup_id, bio_dev, load, rq_dev};
@@ -264,6 +264,7 @@ static ZERO_DEV: DevState = DevState {
     merges_back: 0,
     merges_front: 0,
     merges_rq: 0,
+    completed: [0; COMPLETED_GROUPS],
 };
 static ZERO_IDLE: IdleWaste = IdleWaste {
     ns: 0,
@@ -571,7 +572,8 @@ unsafe fn driver_left(dst: *mut DevState, cgroup: u64) {
 }
 
 /// `block_rq_complete`: (part of) a request done. The last part folds the request into the
-/// histograms and counters.
+/// histograms and counters; every last part, of a request seen before or not, is counted by
+/// the kernel's accounting group (`DevState::completed`).
 #[btf_tracepoint(function = "block_rq_complete")]
 pub fn exp_rq_complete(ctx: BtfTracePointContext) -> i32 {
     let rq: u64 = ctx.arg(0);
@@ -581,15 +583,24 @@ pub fn exp_rq_complete(ctx: BtfTracePointContext) -> i32 {
         return 0;
     };
     count(stat::COMPLETE);
+    // The request's remaining size before this completion: the last part leaves none.
+    let remaining: u32 = load(rq, config!(off.rq_data_len));
+    let last = nr_bytes >= u64::from(remaining);
+    let op = load::<u32>(rq, config!(off.rq_cmd_flags)) & OP_MASK;
+    let dst = dev_state(dev);
+    if last
+        && let Some(dst) = dst
+        && let Some(group) = completed_group(op, remaining)
+        && group < COMPLETED_GROUPS
+    {
+        // SAFETY: a pointer into EXP_DEV's value; `group` is in bounds.
+        unsafe { xadd((&raw mut (*dst).completed).cast::<u64>().add(group), 1) };
+    }
     let Some(st) = rq_state(rq) else {
         count(stat::UNTRACKED);
         return 0;
     };
     let t = now();
-    // The request's remaining size before this completion: the last part leaves none.
-    let remaining: u32 = load(rq, config!(off.rq_data_len));
-    let last = nr_bytes >= u64::from(remaining);
-    let op = load::<u32>(rq, config!(off.rq_cmd_flags)) & OP_MASK;
     // SAFETY: pointers into map values.
     unsafe {
         let s = *st;
@@ -633,7 +644,7 @@ pub fn exp_rq_complete(ctx: BtfTracePointContext) -> i32 {
             return 0;
         }
         forget_rq(rq);
-        if let Some(dst) = dev_state(dev) {
+        if let Some(dst) = dst {
             if s.flags & RQ_INSERTED != 0 {
                 xadd(&raw mut (*dst).in_sched, u64::MAX);
             }

@@ -204,6 +204,33 @@ mod tests {
 
     const DEV: Dev = Dev { major: 7, minor: 0 };
 
+    /// The exporter's programs classify completions for the same check (`completed_group`,
+    /// run in the kernel): the two must agree on every operation code and on empty ones.
+    #[test]
+    fn the_exporter_groups_completions_as_the_recording_does() {
+        use iosched_trace_common::exporter::{
+            COMPLETED_DISCARD, COMPLETED_READ, COMPLETED_WRITE, COMPLETED_WRITE_THROUGH_FLUSH,
+            completed_group,
+        };
+        for code in 0..=255u8 {
+            for bytes in [0u32, 4096] {
+                let ours = stat_group(Op::from_code(code)).and_then(|g| match (g, bytes) {
+                    (Group::Write, 0) => Some(COMPLETED_WRITE_THROUGH_FLUSH),
+                    (_, 0) => None,
+                    (Group::Read, _) => Some(COMPLETED_READ),
+                    (Group::Write, _) => Some(COMPLETED_WRITE),
+                    (Group::Discard, _) => Some(COMPLETED_DISCARD),
+                    (Group::WriteThroughFlush, _) => unreachable!("not a stat group"),
+                });
+                assert_eq!(
+                    completed_group(u32::from(code), bytes),
+                    ours,
+                    "op {code}, {bytes} bytes"
+                );
+            }
+        }
+    }
+
     fn counters(ts_ns: u64, reads: u64, writes: u64) -> DiskCounters {
         DiskCounters {
             ts_ns,

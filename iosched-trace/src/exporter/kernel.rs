@@ -31,12 +31,13 @@ use iosched_trace_common::{
 use super::{
     Collect, ExporterConfig, families,
     snapshot::{ProgramCost, Snapshot},
+    untraced::{UntracedCompletions, seen_counts},
 };
 use crate::{
     capture::{self, CaptureError},
     devices::{Disk, Sysfs},
     probe::{FlagDecoder, KernelLayout},
-    system::CgroupPaths,
+    system::{CgroupPaths, read_disk_counters},
     views::metrics::Family,
 };
 
@@ -58,6 +59,9 @@ struct Inner {
     idle: HashMap<MapData, DevCgroup, IdleWaste>,
     stats: PerCpuArray<MapData, u64>,
     traced: BTreeMap<u32, Disk>,
+    /// Per traced device whose counters could be read when it was first traced: the
+    /// completions it made that the programs never saw.
+    untraced: BTreeMap<u32, UntracedCompletions>,
     /// `-d` names; empty: every request-based disk.
     wanted: Vec<String>,
     sysfs: Sysfs,
@@ -263,6 +267,7 @@ fn load(
         idle,
         stats,
         traced: BTreeMap::new(),
+        untraced: BTreeMap::new(),
         wanted: config.devices.clone(),
         sysfs,
     })
@@ -324,6 +329,23 @@ impl Inner {
         for key in keys {
             let _ = self.devcache.remove(&key);
         }
+        // The completion baselines, from here on (every completion of the device reaches
+        // the programs now, unless the kernel skips them): the kernel's counters first, then
+        // the programs' counts (`untraced` says why that order).
+        for dev in &gone {
+            self.untraced.remove(dev);
+        }
+        for dev in &new {
+            if let Ok(counters) = read_disk_counters(&now[dev].name) {
+                let seen = self
+                    .dev
+                    .get(dev, 0)
+                    .map(|st| seen_counts(&st.completed))
+                    .unwrap_or_default();
+                self.untraced
+                    .insert(*dev, UntracedCompletions::new(counters, seen));
+            }
+        }
         self.traced = now;
         Ok(())
     }
@@ -342,6 +364,12 @@ impl Inner {
     }
 
     fn read(&mut self) -> anyhow::Result<Snapshot> {
+        // The kernel's completion counters before the maps (`untraced`).
+        let counters: Vec<_> = self
+            .traced
+            .iter()
+            .filter_map(|(dev, disk)| Some((*dev, read_disk_counters(&disk.name).ok()?)))
+            .collect();
         fn entries<K: aya::Pod + Ord + Copy, V: aya::Pod>(
             name: &'static str,
             map: &HashMap<MapData, K, V>,
@@ -376,9 +404,25 @@ impl Inner {
                 )
             })
             .collect();
+        let dev_state = entries(exporter::MAP_DEV, &self.dev)?;
+        for (dev, now) in counters {
+            let seen = dev_state
+                .iter()
+                .find(|(d, _)| *d == dev)
+                .map(|(_, st)| seen_counts(&st.completed))
+                .unwrap_or_default();
+            if let Some(u) = self.untraced.get_mut(&dev) {
+                u.update(now, seen);
+            }
+        }
         Ok(Snapshot {
             devices,
-            dev_state: entries(exporter::MAP_DEV, &self.dev)?,
+            untraced: self
+                .untraced
+                .iter()
+                .map(|(dev, u)| (*dev, u.shown()))
+                .collect(),
+            dev_state,
             io: entries(exporter::MAP_CG, &self.cg)?,
             idle: entries(exporter::MAP_IDLE, &self.idle)?,
             stats,

@@ -15,6 +15,9 @@ pub struct Snapshot {
     /// be read, the device is going away).
     pub devices: BTreeMap<u32, (Disk, Option<DeviceInfo>)>,
     pub dev_state: Vec<(u32, DevState)>,
+    /// Per device: completions the kernel counted that the programs never saw (a lower
+    /// bound, `untraced`).
+    pub untraced: BTreeMap<u32, u64>,
     pub io: Vec<(DevOpCgroup, CgroupIo)>,
     pub idle: Vec<(DevCgroup, IdleWaste)>,
     /// `EXP_STATS`, summed over CPUs, by `exporter::stat` index.

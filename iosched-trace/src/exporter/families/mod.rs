@@ -225,6 +225,12 @@ pub fn families(
         driver_depth.push((vec![("device", name)], depth(st.in_driver)));
     }
 
+    let untraced = snapshot
+        .untraced
+        .iter()
+        .filter_map(|(dev, n)| Some((vec![("device", device(*dev)?)], *n as f64)))
+        .collect();
+
     let mut idle_ns = BTreeMap::<Labels, f64>::new();
     let mut idle_n = BTreeMap::<Labels, f64>::new();
     for (key, w) in &snapshot.idle {
@@ -390,6 +396,14 @@ pub fn families(
             "What the exporter's programs could not account, by reason.",
             None,
             lost,
+        ),
+        counter_family(
+            "iosched_untraced_completions",
+            "Requests the kernel counted as completed (/sys/block/DEV/stat) whose completion \
+             never reached the exporter's programs, missing from every other count: a lower \
+             bound (a completion racing a scrape may hide one until a later scrape).",
+            None,
+            untraced,
         ),
     ]
 }

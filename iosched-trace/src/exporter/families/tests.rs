@@ -97,6 +97,7 @@ fn snapshot() -> Snapshot {
             intervals: 4,
         },
     )];
+    s.untraced.insert(SDA, 2);
     s.stats = vec![0; iosched_trace_common::exporter::stat::COUNT as usize];
     s
 }
@@ -232,4 +233,55 @@ fn device_gauges_info_and_tunables() {
 fn bpf_costs_only_when_the_kernel_counts_them() {
     let all = families(&snapshot(), &op_of, &mut paths, 20);
     assert!(family(&all, "iosched_bpf_program_runs").series.is_empty());
+}
+
+#[test]
+fn untraced_completions_by_device() {
+    let all = families(&snapshot(), &op_of, &mut paths, 20);
+    let f = family(&all, "iosched_untraced_completions");
+    assert_eq!(f.kind, MetricType::Counter);
+    assert_eq!(f.series.len(), 1, "loop0 has no baseline: no series");
+    assert_eq!(label(&f.series[0], "device"), "sda");
+    assert_eq!(f.series[0].value, Value::Counter(2.0));
+}
+
+/// The Grafana dashboard in the repo queries only series the exporter exposes: each metric it
+/// names is one of the families (with its type's suffix) or the daemon's own two.
+#[test]
+fn the_dashboard_queries_only_exposed_metrics() {
+    let dashboard = include_str!("../../../../docs/grafana/iosched-trace.json");
+    let all = families(&snapshot(), &op_of, &mut paths, 20);
+    let mut exposed: Vec<String> = vec![
+        "iosched_exporter_build_info".into(),
+        "iosched_exporter_scrape_duration_seconds".into(),
+    ];
+    for f in &all {
+        let suffixes: &[&str] = match f.kind {
+            MetricType::Counter => &["_total"],
+            MetricType::Histogram => &["_bucket", "_sum", "_count"],
+            MetricType::Info => &["_info"],
+            MetricType::Gauge => &[""],
+        };
+        exposed.extend(suffixes.iter().map(|s| format!("{}{s}", f.name)));
+    }
+    let mut named = 0;
+    for (i, _) in dashboard.match_indices("iosched_") {
+        let name: String = dashboard[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+            .collect();
+        // The product's name in titles and descriptions, not a metric.
+        if name == "iosched_" {
+            continue;
+        }
+        named += 1;
+        assert!(
+            exposed.contains(&name),
+            "the dashboard queries {name}, which the exporter does not expose"
+        );
+    }
+    assert!(
+        named > 10,
+        "only {named} metric names found in the dashboard"
+    );
 }
