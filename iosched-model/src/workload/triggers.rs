@@ -262,11 +262,18 @@ pub fn from_bios_and_wakeups(
                     _ => None,
                 }
             } else {
+                // The other's I/O must have started while this process waited (queued
+                // after the process's own last completion): a process that waits for
+                // another's I/O (dd's O_DSYNC write for jbd2's commit) waits through all of
+                // it. Without this, two independent processes on a fast device, whose
+                // completions interleave every few µs, "depend" on each other: the last
+                // completion before a Q is the other's about half the time by chance.
                 last_c
                     .filter(|(tc, c)| {
-                        ios[*c as usize].stream != io.stream
+                        let other = &ios[*c as usize];
+                        other.stream != io.stream
                             && t - tc <= DEP_WINDOW_NS
-                            && last_own_c[s].is_none_or(|(own, _)| own <= *tc)
+                            && last_own_c[s].is_none_or(|(own, _)| own <= other.rec_q)
                     })
                     .map(|(tc, c)| (tc, c, ios[c as usize].stream))
             };
@@ -544,5 +551,46 @@ mod tests {
             .filter(|io| matches!(io.trigger, Trigger::AfterCompletion { delay: THINK, .. }))
             .count();
         assert_eq!(released, 2 * 99);
+    }
+
+    /// Two independent synchronous readers on a fast device: each reads (40 µs), thinks
+    /// 10 µs and reads again, the second 5 µs after the first, so that its completion always
+    /// falls between the first's own completion and its next Q. By timing alone the first
+    /// seems to wait for the second; but the second's I/O was already in flight when the
+    /// first's own completed, so it cannot be what the first waited for: no dependency, and
+    /// each is replayed after its own completions.
+    #[test]
+    fn readers_whose_completions_interleave_do_not_depend_on_each_other() {
+        const SERVICE: u64 = 40_000;
+        const THINK: u64 = 10_000;
+        let mut bios = Vec::new();
+        for (offset, pid) in [(0u64, 1u32), (5_000, 2)] {
+            let mut q = offset;
+            for k in 0..200u64 {
+                bios.push(bio(
+                    pid,
+                    "fio",
+                    u64::from(pid) * 1_000_000 + k * 8,
+                    q,
+                    q + SERVICE,
+                ));
+                q += SERVICE + THINK;
+            }
+        }
+        let w = from_bios(DeviceInfo::default(), bios);
+        for s in &w.streams {
+            assert!(s.depends_on.is_empty(), "{s:?}");
+        }
+        let own = w
+            .ios
+            .iter()
+            .filter(|io| match io.trigger {
+                Trigger::AfterCompletion { io: c, delay } => {
+                    w.ios[c as usize].stream == io.stream && delay == THINK
+                }
+                _ => false,
+            })
+            .count();
+        assert_eq!(own, 2 * 199);
     }
 }
