@@ -15,9 +15,10 @@ use aya_ebpf::{
     programs::BtfTracePointContext,
 };
 use iosched_trace_common::exporter::{
-    BOUNDS, BOUNDS_NS, BUCKETS, BioStart, COMPLETED_GROUPS, CgroupIo, DevCgroup, DevOpCgroup,
-    DevState, Hist, IDLE_MIN_NS, IdleWaste, OP_MASK, RECENT_BIOS, RQ_INSERTED, RQ_ISSUED, RQ_SLOTS,
-    RecentBios, RqSlot, RqState, completed_group, rq_slot, stat,
+    BOUNDS, BOUNDS_NS, BioStart, CG_CLAIMING, CG_FREE, CG_READY, CG_SLOTS, COMPLETED_GROUPS,
+    CgSlot, CgroupIo, DEV_CLAIMED, DEV_SLOTS, DevCgroup, DevOpCgroup, DevSlot, DevState, Hist,
+    IDLE_MIN_NS, IdleWaste, OP_MASK, RECENT_BIOS, RQ_INSERTED, RQ_ISSUED, RQ_SLOTS, RecentBios,
+    RqSlot, RqState, SLOT_PROBES, cg_slot, completed_group, dev_slot, rq_slot, stat,
 };
 
 use crate::{Held, bio_cgroup_id, bio_dev, load, rq_dev};
@@ -46,13 +47,18 @@ static EXP_RECENT: PerCpuArray<RecentBios> = PerCpuArray::with_max_entries(1, 0)
 static EXP_BIO: LruHashMap<u64, BioStart> =
     LruHashMap::with_max_entries(16384, aya_ebpf::bindings::BPF_F_NO_COMMON_LRU);
 
-/// Cgroups beyond what fits are counted under cgroup 0 (`stat::CG_FULL`); userspace shows
-/// at most its `--cgroups` largest and sums the rest as `other` anyway.
-#[map(name = "EXP_CG")]
-static EXP_CG: HashMap<DevOpCgroup, CgroupIo> = HashMap::with_max_entries(4096, 0);
+/// Per device, operation and cgroup: the request counts and histograms (`CgSlot`). Keys
+/// beyond what fits are counted under cgroup 0 (`stat::CG_FULL`); userspace shows at most
+/// its `--cgroups` largest and sums the rest as `other` anyway. Mappable: a scrape reads the
+/// table in place instead of one system call per slot.
+#[map(name = "EXP_CG_SLOTS")]
+static EXP_CG_SLOTS: Array<CgSlot> =
+    Array::with_max_entries(CG_SLOTS, aya_ebpf::bindings::BPF_F_MMAPABLE);
 
-#[map(name = "EXP_DEV")]
-static EXP_DEV: HashMap<u32, DevState> = HashMap::with_max_entries(1024, 0);
+/// Per device: depths, the open idle interval, merges, completions (`DevSlot`).
+#[map(name = "EXP_DEV_SLOTS")]
+static EXP_DEV_SLOTS: Array<DevSlot> =
+    Array::with_max_entries(DEV_SLOTS, aya_ebpf::bindings::BPF_F_MMAPABLE);
 
 #[map(name = "EXP_IDLE")]
 static EXP_IDLE: HashMap<DevCgroup, IdleWaste> = HashMap::with_max_entries(4096, 0);
@@ -241,31 +247,7 @@ unsafe fn observe(h: *mut Hist, ns: u64) {
     }
 }
 
-const ZERO_HIST: Hist = Hist {
-    buckets: [0; BUCKETS],
-    sum_ns: 0,
-};
-// The zero values new entries are made from, in `.rodata`: the larger ones do not fit on the
-// 512-byte BPF stack.
-static ZERO_CG: CgroupIo = CgroupIo {
-    requests: 0,
-    bytes: 0,
-    latency: ZERO_HIST,
-    queue: ZERO_HIST,
-    device: ZERO_HIST,
-};
-static ZERO_DEV: DevState = DevState {
-    in_sched: 0,
-    in_driver: 0,
-    idle_since: 0,
-    idle_cgroup: 0,
-    last_cgroup: 0,
-    requeues: 0,
-    merges_back: 0,
-    merges_front: 0,
-    merges_rq: 0,
-    completed: [0; COMPLETED_GROUPS],
-};
+// The zero value new `EXP_IDLE` entries are made from, in `.rodata`.
 static ZERO_IDLE: IdleWaste = IdleWaste {
     ns: 0,
     intervals: 0,
@@ -282,13 +264,78 @@ fn value_of<K, V>(map: &HashMap<K, V>, key: &K, zero: &'static V) -> Option<*mut
     map.get_ptr_mut(key)
 }
 
+/// Device `dev`'s state: in the slot that holds it, else in the first free one of its
+/// [`SLOT_PROBES`] (claimed). `None` (counted) if all are taken by other devices.
 #[inline(always)]
 fn dev_state(dev: u32) -> Option<*mut DevState> {
-    let st = value_of(&EXP_DEV, &dev, &ZERO_DEV);
-    if st.is_none() {
-        count(stat::MAP_FULL);
+    let key = u64::from(dev) | DEV_CLAIMED;
+    let first = dev_slot(dev);
+    let mut p = 0;
+    while p < SLOT_PROBES {
+        if let Some(slot) = EXP_DEV_SLOTS.get_ptr_mut((first + p) & (DEV_SLOTS - 1)) {
+            // SAFETY: a pointer into the array's value.
+            unsafe {
+                if core::ptr::read_volatile(&(*slot).key) == key {
+                    return Some(&raw mut (*slot).st);
+                }
+            }
+        }
+        p += 1;
     }
-    st
+    // First sight: the first free slot. Another CPU claiming it for the same device at the
+    // same moment makes the compare-and-swap return our key: the slot is ours to share.
+    let mut p = 0;
+    while p < SLOT_PROBES {
+        if let Some(slot) = EXP_DEV_SLOTS.get_ptr_mut((first + p) & (DEV_SLOTS - 1)) {
+            // SAFETY: as above.
+            unsafe {
+                let was = cmpxchg(&raw mut (*slot).key, 0, key);
+                if was == 0 || was == key {
+                    return Some(&raw mut (*slot).st);
+                }
+            }
+        }
+        p += 1;
+    }
+    count(stat::MAP_FULL);
+    None
+}
+
+/// The counters and histograms of `key`: in the ready slot that holds it, else in the first
+/// free one of its [`SLOT_PROBES`] (claimed, the key written, then ready). `None` if all are
+/// taken by other keys.
+#[inline(always)]
+fn cg_io(key: &DevOpCgroup) -> Option<*mut CgroupIo> {
+    let first = cg_slot(key);
+    let mut p = 0;
+    while p < SLOT_PROBES {
+        if let Some(slot) = EXP_CG_SLOTS.get_ptr_mut((first + p) & (CG_SLOTS - 1)) {
+            // SAFETY: a pointer into the array's value.
+            unsafe {
+                if core::ptr::read_volatile(&(*slot).state) == CG_READY && (*slot).key == *key {
+                    return Some(&raw mut (*slot).io);
+                }
+            }
+        }
+        p += 1;
+    }
+    let mut p = 0;
+    while p < SLOT_PROBES {
+        if let Some(slot) = EXP_CG_SLOTS.get_ptr_mut((first + p) & (CG_SLOTS - 1)) {
+            // SAFETY: as above; the key is written only by the CPU that claimed the slot,
+            // and compared by others only once the slot is ready (both steps are atomic
+            // instructions, which order the key's stores before the slot turns ready).
+            unsafe {
+                if cmpxchg(&raw mut (*slot).state, CG_FREE, CG_CLAIMING) == CG_FREE {
+                    (*slot).key = *key;
+                    cmpxchg(&raw mut (*slot).state, CG_CLAIMING, CG_READY);
+                    return Some(&raw mut (*slot).io);
+                }
+            }
+        }
+        p += 1;
+    }
+    None
 }
 
 /// `block_bio_queue`: remember when the bio entered the block layer and whom it is charged
@@ -609,18 +656,14 @@ pub fn exp_rq_complete(ctx: BtfTracePointContext) -> i32 {
             op,
             cgroup: s.cgroup,
         };
-        let cg = match value_of(&EXP_CG, &cg_key, &ZERO_CG) {
+        let cg = match cg_io(&cg_key) {
             Some(cg) => Some(cg),
             None => {
                 count(stat::CG_FULL);
-                value_of(
-                    &EXP_CG,
-                    &DevOpCgroup {
-                        cgroup: 0,
-                        ..cg_key
-                    },
-                    &ZERO_CG,
-                )
+                cg_io(&DevOpCgroup {
+                    cgroup: 0,
+                    ..cg_key
+                })
             }
         };
         if let Some(cg) = cg {

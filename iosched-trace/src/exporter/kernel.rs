@@ -25,11 +25,15 @@ use aya::{
 use iosched_core::record::DeviceInfo;
 use iosched_trace_common::{
     Config, MAP_DEVICES,
-    exporter::{self, CgroupIo, DevCgroup, DevOpCgroup, DevState, IdleWaste, stat},
+    exporter::{
+        self, CG_FREE, CG_READY, CgSlot, CgroupIo, DEV_CLAIMED, DevCgroup, DevOpCgroup, DevSlot,
+        DevState, Hist, IdleWaste, SLOT_PROBES, stat,
+    },
 };
 
 use super::{
     Collect, ExporterConfig, families,
+    slots::SlotTable,
     snapshot::{ProgramCost, Snapshot},
     untraced::{UntracedCompletions, seen_counts},
 };
@@ -54,8 +58,8 @@ struct Inner {
     ebpf: Ebpf,
     filter: HashMap<MapData, u32, u8>,
     devcache: HashMap<MapData, u64, u64>,
-    cg: HashMap<MapData, DevOpCgroup, CgroupIo>,
-    dev: HashMap<MapData, u32, DevState>,
+    cg: SlotTable<CgSlot>,
+    dev: SlotTable<DevSlot>,
     idle: HashMap<MapData, DevCgroup, IdleWaste>,
     stats: PerCpuArray<MapData, u64>,
     traced: BTreeMap<u32, Disk>,
@@ -198,6 +202,21 @@ impl Drop for KernelCollector {
     }
 }
 
+/// `into += from`, field by field.
+fn add_io(into: &mut CgroupIo, from: &CgroupIo) {
+    fn add_hist(into: &mut Hist, from: &Hist) {
+        for (a, b) in into.buckets.iter_mut().zip(&from.buckets) {
+            *a += b;
+        }
+        into.sum_ns += from.sum_ns;
+    }
+    into.requests += from.requests;
+    into.bytes += from.bytes;
+    add_hist(&mut into.latency, &from.latency);
+    add_hist(&mut into.queue, &from.queue);
+    add_hist(&mut into.device, &from.device);
+}
+
 fn watch(inner: &Mutex<Inner>, stop: &AtomicBool) {
     let mut last_error = String::new();
     while !stop.load(Ordering::Relaxed) {
@@ -251,8 +270,14 @@ fn load(
     let mut ebpf = capture::load_object(&globals, &btf, UNUSED_RING_BYTES, false)?;
     let filter = take(&mut ebpf, MAP_DEVICES)?;
     let devcache = take(&mut ebpf, exporter::MAP_DEVCACHE)?;
-    let cg = take(&mut ebpf, exporter::MAP_CG)?;
-    let dev = take(&mut ebpf, exporter::MAP_DEV)?;
+    let cg = SlotTable::new(
+        exporter::MAP_CG_SLOTS,
+        ebpf.take_map(exporter::MAP_CG_SLOTS),
+    )?;
+    let dev = SlotTable::new(
+        exporter::MAP_DEV_SLOTS,
+        ebpf.take_map(exporter::MAP_DEV_SLOTS),
+    )?;
     let idle = take(&mut ebpf, exporter::MAP_IDLE)?;
     let stats = take(&mut ebpf, exporter::MAP_STATS)?;
     for (program, tracepoint) in exporter::PROGRAMS {
@@ -338,9 +363,8 @@ impl Inner {
         for dev in &new {
             if let Ok(counters) = read_disk_counters(&now[dev].name) {
                 let seen = self
-                    .dev
-                    .get(dev, 0)
-                    .map(|st| seen_counts(&st.completed))
+                    .dev_slot_of(*dev)
+                    .map(|i| seen_counts(&self.dev.get(i).st.completed))
                     .unwrap_or_default();
                 self.untraced
                     .insert(*dev, UntracedCompletions::new(counters, seen));
@@ -352,15 +376,60 @@ impl Inner {
 
     /// Deletes every entry of `dev`.
     fn forget(&mut self, dev: u32) {
-        let cg: Vec<DevOpCgroup> = self.cg.keys().filter_map(Result::ok).collect();
-        for k in cg.iter().filter(|k| k.dev == dev) {
-            let _ = self.cg.remove(k);
+        for i in 0..self.cg.slots() {
+            if self.cg.head(i) != CG_FREE && self.cg.get(i).key.dev == dev {
+                let _ = self.cg.clear(i);
+            }
         }
         let idle: Vec<DevCgroup> = self.idle.keys().filter_map(Result::ok).collect();
         for k in idle.iter().filter(|k| k.dev == dev) {
             let _ = self.idle.remove(k);
         }
-        let _ = self.dev.remove(&dev);
+        if let Some(i) = self.dev_slot_of(dev) {
+            let _ = self.dev.clear(i);
+        }
+    }
+
+    /// The slot holding device `dev`, if the programs claimed one.
+    fn dev_slot_of(&self, dev: u32) -> Option<u32> {
+        let key = u64::from(dev) | DEV_CLAIMED;
+        (0..SLOT_PROBES)
+            .map(|p| (exporter::dev_slot(dev) + p) % self.dev.slots())
+            .find(|&i| self.dev.head(i) == key)
+    }
+
+    /// Every claimed device slot's state, by device.
+    fn dev_states(&self) -> Vec<(u32, DevState)> {
+        let mut out: Vec<(u32, DevState)> = (0..self.dev.slots())
+            .filter(|&i| self.dev.head(i) & DEV_CLAIMED != 0)
+            .map(|i| {
+                let slot = self.dev.get(i);
+                (slot.key as u32, slot.st)
+            })
+            .collect();
+        out.sort_by_key(|(dev, _)| *dev);
+        out
+    }
+
+    /// Every ready slot's counters by key, twins (two slots claimed for one key by two CPUs
+    /// at once) added together.
+    fn cg_entries(&self) -> Vec<(DevOpCgroup, CgroupIo)> {
+        let mut by_key: BTreeMap<DevOpCgroup, CgroupIo> = BTreeMap::new();
+        for i in 0..self.cg.slots() {
+            if self.cg.head(i) != CG_READY {
+                continue;
+            }
+            let slot = self.cg.get(i);
+            match by_key.entry(slot.key) {
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(slot.io);
+                }
+                std::collections::btree_map::Entry::Occupied(mut e) => {
+                    add_io(e.get_mut(), &slot.io)
+                }
+            }
+        }
+        by_key.into_iter().collect()
     }
 
     fn read(&mut self) -> anyhow::Result<Snapshot> {
@@ -404,7 +473,7 @@ impl Inner {
                 )
             })
             .collect();
-        let dev_state = entries(exporter::MAP_DEV, &self.dev)?;
+        let dev_state = self.dev_states();
         for (dev, now) in counters {
             let seen = dev_state
                 .iter()
@@ -423,7 +492,7 @@ impl Inner {
                 .map(|(dev, u)| (*dev, u.shown()))
                 .collect(),
             dev_state,
-            io: entries(exporter::MAP_CG, &self.cg)?,
+            io: self.cg_entries(),
             idle: entries(exporter::MAP_IDLE, &self.idle)?,
             stats,
             programs: self.program_costs(),
@@ -455,7 +524,9 @@ impl Inner {
 
 #[cfg(test)]
 mod tests {
-    use iosched_trace_common::exporter::{RQ_SLOTS, rq_slot};
+    use iosched_trace_common::exporter::{
+        CG_SLOTS, DEV_SLOTS, DevOpCgroup, RQ_SLOTS, SLOT_PROBES, cg_slot, dev_slot, rq_slot,
+    };
 
     /// The kernel side keeps a request in its slot of `EXP_RQ_SLOTS` unless another request
     /// holds it; one that shares goes to a hash map, the slower path. A tag set's requests
@@ -482,5 +553,53 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Places keys as the programs do: the first free of a key's `SLOT_PROBES` slots, or
+    /// none (the table counts as full for it). Returns how many found none.
+    fn unplaced(slots: u32, firsts: impl Iterator<Item = u32>) -> usize {
+        let mut taken = vec![false; slots as usize];
+        let mut none = 0;
+        for first in firsts {
+            match (0..SLOT_PROBES)
+                .map(|p| ((first + p) % slots) as usize)
+                .find(|&i| !taken[i])
+            {
+                Some(i) => taken[i] = true,
+                None => none += 1,
+            }
+        }
+        none
+    }
+
+    /// A large host's disks (SCSI majors 8 and 65-71, 16 minors a disk; NVMe namespaces on a
+    /// dynamic major; loop devices) all get a slot in `EXP_DEV_SLOTS` with room to spare.
+    #[test]
+    fn a_large_hosts_disks_all_get_a_device_slot() {
+        let kernel_dev = |major: u32, minor: u32| (major << 20) | minor;
+        let mut devs: Vec<u32> = Vec::new();
+        for major in [8u32, 65, 66, 67, 68, 69, 70, 71] {
+            devs.extend((0..16).map(|d| kernel_dev(major, d * 16)));
+        }
+        devs.extend((0..128).map(|n| kernel_dev(259, n)));
+        devs.extend((0..128).map(|n| kernel_dev(7, n)));
+        assert_eq!(devs.len(), 384);
+        assert_eq!(unplaced(DEV_SLOTS, devs.iter().map(|&d| dev_slot(d))), 0);
+    }
+
+    /// Device, operation and cgroup triples (a few devices, reads and writes, many cgroups
+    /// with consecutive ids) fill `EXP_CG_SLOTS` to half with few left out (counted under
+    /// cgroup 0 by the programs).
+    #[test]
+    fn cgroup_triples_fill_half_the_table_before_one_is_left_out() {
+        let keys = (0..CG_SLOTS / 2).map(|k| DevOpCgroup {
+            dev: (8 << 20) | ((k % 4) * 16),
+            op: (k / 4) % 2,
+            cgroup: 4000 + u64::from(k / 8),
+        });
+        let none = unplaced(CG_SLOTS, keys.map(|k| cg_slot(&k)));
+        // Linear probing at half load: a few keys in a thousand find their eight slots
+        // taken (7 here; with four probes, 64).
+        assert!(none <= 2048 / 200, "{none} of {} left out", CG_SLOTS / 2);
     }
 }

@@ -9,6 +9,7 @@
 //!   [`snapshot::Snapshot`], forgetting devices that went away.
 //! - [`families`]: a snapshot, sysfs and the cgroup tree into the metric families of
 //!   `views::metrics`.
+//! - `slots`: the programs' direct-mapped tables, mapped into this process for the scrape.
 //! - [`untraced`]: the completions the programs never saw, from the kernel's own counters.
 //! - [`daemon`]: binding, signals (SIGHUP reload, SIGTERM or SIGINT stop, which drops the
 //!   collector), one scrape at a time, the daemon's own families.
@@ -19,6 +20,7 @@ pub mod daemon;
 pub mod families;
 pub mod http;
 pub mod kernel;
+mod slots;
 pub mod snapshot;
 pub mod untraced;
 
