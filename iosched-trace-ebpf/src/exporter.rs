@@ -442,7 +442,7 @@ fn merge(ctx: &BtfTracePointContext, field: fn(*mut DevState) -> *mut u64) {
     };
     count(stat::MERGE);
     if let Some(st) = dev_state(dev) {
-        // SAFETY: a pointer into EXP_DEV's value.
+        // SAFETY: a pointer into EXP_DEV_SLOTS' value.
         unsafe { xadd(field(st), 1) };
     }
 }
@@ -477,7 +477,7 @@ pub fn exp_rq_merge(ctx: BtfTracePointContext) -> i32 {
     let Some(dst) = dev_state(dev) else {
         return 0;
     };
-    // SAFETY: pointers into EXP_DEV's and EXP_RQ's values.
+    // SAFETY: pointers into EXP_DEV_SLOTS' and EXP_RQ's values.
     unsafe {
         xadd(&raw mut (*dst).merges_rq, 1);
         match rq_state(rq) {
@@ -507,7 +507,7 @@ pub fn exp_rq_insert(ctx: BtfTracePointContext) -> i32 {
     let Some(dst) = dev_state(dev) else {
         return 0;
     };
-    // SAFETY: pointers into EXP_RQ's and EXP_DEV's values.
+    // SAFETY: pointers into EXP_RQ's and EXP_DEV_SLOTS' values.
     unsafe {
         match rq_state(rq) {
             // Inserted again after a requeue (or twice: counted once).
@@ -547,7 +547,7 @@ pub fn exp_rq_issue(ctx: BtfTracePointContext) -> i32 {
         return 0;
     };
     let t = now();
-    // SAFETY: pointers into EXP_RQ's and EXP_DEV's values.
+    // SAFETY: pointers into EXP_RQ's and EXP_DEV_SLOTS' values.
     unsafe {
         match rq_state(rq) {
             Some(st) => {
@@ -598,7 +598,7 @@ pub fn exp_rq_issue(ctx: BtfTracePointContext) -> i32 {
 /// by a race between CPUs (a few nanoseconds wide) lives only until the device's next
 /// completion or issue.
 ///
-/// SAFETY: `dst` points into EXP_DEV's value.
+/// SAFETY: `dst` points into EXP_DEV_SLOTS' value.
 #[inline(always)]
 unsafe fn driver_left(dst: *mut DevState, cgroup: u64) {
     // SAFETY: per the function's contract.
@@ -640,7 +640,7 @@ pub fn exp_rq_complete(ctx: BtfTracePointContext) -> i32 {
         && let Some(group) = completed_group(op, remaining)
         && group < COMPLETED_GROUPS
     {
-        // SAFETY: a pointer into EXP_DEV's value; `group` is in bounds.
+        // SAFETY: a pointer into EXP_DEV_SLOTS' value; `group` is in bounds.
         unsafe { xadd((&raw mut (*dst).completed).cast::<u64>().add(group), 1) };
     }
     let Some(st) = rq_state(rq) else {

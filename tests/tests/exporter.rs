@@ -257,7 +257,9 @@ fn prometheus_scrapes_what_fio_did_and_the_quantiles_agree_with_report() {
         "requests_total {reads} and untraced completions {untraced} against fio's \
          {fio_reads}\n{text}"
     );
-    assert!(untraced <= fio_reads as f64 / 100.0, "{untraced} untraced");
+    // They come in bursts when a host task's softirq runs completions (docs/REPORT.md); a
+    // bound only against a capture that misses completions wholesale (as in fleet.rs).
+    assert!(untraced <= fio_reads as f64 / 20.0, "{untraced} untraced");
     let bytes = sample_sum(
         &text,
         "iosched_request_bytes_total",
