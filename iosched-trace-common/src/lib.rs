@@ -654,8 +654,10 @@ pub mod exporter {
     pub const MAP_DEV_SLOTS: &str = "EXP_DEV_SLOTS";
     pub const MAP_IDLE: &str = "EXP_IDLE";
     pub const MAP_STATS: &str = "EXP_STATS";
-    /// The device cache the recorder's programs share: cleared when the traced set changes.
-    pub const MAP_DEVCACHE: &str = "DEVCACHE";
+    /// The generation of the device filter the programs share with the recorder's (entry 0,
+    /// a u64): one more after every change to the traced set, which makes the programs
+    /// resolve a device's cached "traced or not" again.
+    pub const MAP_DEVGEN: &str = "DEVGEN";
 
     /// The exporter's programs, each named after its tracepoint with an `exp_` prefix.
     pub const PROGRAMS: [(&str, &str); 8] = [

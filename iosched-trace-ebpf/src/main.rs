@@ -27,7 +27,7 @@ use aya_ebpf::{
         },
     },
     macros::{btf_tracepoint, map, raw_tracepoint},
-    maps::{HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf},
     programs::{BtfTracePointContext, RawTracePointContext},
 };
 use iosched_trace_common::{
@@ -111,10 +111,19 @@ static STAGING: PerCpuArray<Staging> = PerCpuArray::with_max_entries(1, 0);
 /// goes quiet.
 const MAX_STAGED_NS: u64 = 10_000_000;
 
-/// `struct request_queue *` or `struct block_device *` -> `dev_t | traced << 32`. Resolving a
-/// device takes three dependent reads; with the cache an event pays one lookup.
+/// `struct request_queue *` or `struct block_device *` -> `dev_t | traced << 32 | generation
+/// << 33` ([`cached_dev`]). Resolving a device takes three dependent reads; with the cache an
+/// event pays one lookup.
 #[map(name = "DEVCACHE")]
 static DEVCACHE: LruHashMap<u64, u64> = LruHashMap::with_max_entries(4096, 0);
+
+/// The generation of `DEVICES` (entry 0): userspace adds one after every change to the
+/// filter, and a cached verdict of another generation is resolved again. Without it, a CPU
+/// that saw a device's first events before userspace added the device (an exporter started
+/// under load, a disk hot-added while busy) kept "not traced" in its cache for as long as
+/// that device's events kept coming: all of them.
+#[map(name = "DEVGEN")]
+static DEVGEN: Array<u64> = Array::with_max_entries(1, 0);
 
 /// Tasks (pid, the thread id) that queued a bio on a traced device -> the kernel `dev_t` of
 /// their last one; filled by Q events only with `CONFIG.wakeups`. The `sched_waking` program
@@ -222,6 +231,13 @@ fn traced_dev(key: u64, kind: usize, disk_off: u32, held: Option<&Held>) -> Opti
     if key == 0 {
         return None;
     }
+    // Read before the filter (below): a verdict made from a filter older than a change is
+    // then cached under the generation before it, and resolved again after.
+    let generation = match config!(filter_devices) {
+        0 => 0,
+        // SAFETY: the value is a plain u64 copied out immediately.
+        _ => DEVGEN.get(0).map_or(0, |g| *g & DEV_GENERATION_MASK),
+    };
     // The CPU's last device of this kind first (only while the staging area is held: an
     // unguarded cache was tried, and a completion interrupting its update paired a key
     // with another device's value).
@@ -230,15 +246,14 @@ fn traced_dev(key: u64, kind: usize, disk_off: u32, held: Option<&Held>) -> Opti
     {
         // SAFETY: held: exclusive use of this CPU's area; `kind` is in bounds.
         let entry = unsafe { &(*h.0).dev_cache[kind] };
-        if entry.key == key {
-            let cached = entry.value;
-            return (cached >> 32 != 0).then_some(cached as u32);
+        if entry.key == key && entry.value >> DEV_GENERATION_SHIFT == generation {
+            return cached_dev(entry.value);
         }
     }
     // SAFETY: the value is a plain u64 copied out immediately.
     let cached = match unsafe { DEVCACHE.get(key) } {
-        Some(&cached) => cached,
-        None => {
+        Some(&cached) if cached >> DEV_GENERATION_SHIFT == generation => cached,
+        _ => {
             let disk: u64 = load(key, disk_off);
             if disk == 0 {
                 count(stat::READ_ERRORS);
@@ -249,7 +264,8 @@ fn traced_dev(key: u64, kind: usize, disk_off: u32, held: Option<&Held>) -> Opti
             let dev = ((major as u32) << 20) | (minor as u32 & 0xf_ffff);
             // SAFETY: the value is not kept.
             let traced = config!(filter_devices) == 0 || unsafe { DEVICES.get(dev) }.is_some();
-            let cached = (dev as u64) | ((traced as u64) << 32);
+            let cached =
+                (dev as u64) | ((traced as u64) << 32) | (generation << DEV_GENERATION_SHIFT);
             let _ = DEVCACHE.insert(key, cached, 0);
             cached
         }
@@ -263,7 +279,17 @@ fn traced_dev(key: u64, kind: usize, disk_off: u32, held: Option<&Held>) -> Opti
             (*h.0).dev_cache[kind].value = cached;
         }
     }
-    (cached >> 32 != 0).then_some(cached as u32)
+    cached_dev(cached)
+}
+
+/// Where a cached device value keeps the filter's generation (bits 33-63).
+const DEV_GENERATION_SHIFT: u32 = 33;
+const DEV_GENERATION_MASK: u64 = u64::MAX >> DEV_GENERATION_SHIFT;
+
+/// The `dev_t` of a cached value, if the device is traced (bit 32).
+#[inline(always)]
+fn cached_dev(cached: u64) -> Option<u32> {
+    (cached & (1 << 32) != 0).then_some(cached as u32)
 }
 
 #[inline(always)]

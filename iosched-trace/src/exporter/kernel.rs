@@ -19,7 +19,7 @@ use std::{
 use anyhow::Context;
 use aya::{
     Btf, Ebpf,
-    maps::{HashMap, MapData, PerCpuArray},
+    maps::{Array, HashMap, MapData, PerCpuArray},
     programs::Program,
 };
 use iosched_core::record::DeviceInfo;
@@ -57,7 +57,7 @@ struct Inner {
     // Field order matters on drop: the programs (in `ebpf`) detach before the maps close.
     ebpf: Ebpf,
     filter: HashMap<MapData, u32, u8>,
-    devcache: HashMap<MapData, u64, u64>,
+    devgen: Array<MapData, u64>,
     cg: SlotTable<CgSlot>,
     dev: SlotTable<DevSlot>,
     idle: HashMap<MapData, DevCgroup, IdleWaste>,
@@ -269,7 +269,7 @@ fn load(
     };
     let mut ebpf = capture::load_object(&globals, &btf, UNUSED_RING_BYTES, false)?;
     let filter = take(&mut ebpf, MAP_DEVICES)?;
-    let devcache = take(&mut ebpf, exporter::MAP_DEVCACHE)?;
+    let devgen = take(&mut ebpf, exporter::MAP_DEVGEN)?;
     let cg = SlotTable::new(
         exporter::MAP_CG_SLOTS,
         ebpf.take_map(exporter::MAP_CG_SLOTS),
@@ -286,7 +286,7 @@ fn load(
     Ok(Inner {
         ebpf,
         filter,
-        devcache,
+        devgen,
         cg,
         dev,
         idle,
@@ -348,12 +348,13 @@ impl Inner {
             let _ = self.filter.remove(dev);
             self.forget(*dev);
         }
-        // The programs cache queue -> (device, traced): a new disk may have been seen (as
-        // untraced) before it was added, and a new disk may reuse a gone one's queue.
-        let keys: Vec<u64> = self.devcache.keys().filter_map(Result::ok).collect();
-        for key in keys {
-            let _ = self.devcache.remove(&key);
-        }
+        // The programs cache queue -> (device, traced), per CPU and shared: a new disk may
+        // have been seen (as untraced) before it was added, and a new disk may reuse a gone
+        // one's queue. A new generation, after the filter changed, voids every entry.
+        let generation = self.devgen.get(&0, 0).unwrap_or(0);
+        self.devgen
+            .set(0, generation.wrapping_add(1), 0)
+            .map_err(|e| CaptureError::Map(exporter::MAP_DEVGEN, e.to_string()))?;
         // The completion baselines, from here on (every completion of the device reaches
         // the programs now, unless the kernel skips them): the kernel's counters first, then
         // the programs' counts (`untraced` says why that order).
