@@ -5,7 +5,11 @@
 //! shows. Baseline and recording runs alternate; the verdict uses the median ratio.
 
 pub mod exporter;
+mod load;
 mod peers;
+
+use load::Load;
+pub use load::LoadArgs;
 
 use std::{
     ffi::CString,
@@ -38,12 +42,8 @@ const MIN_RATIO: f64 = 0.80;
 
 #[derive(Args)]
 pub struct CaptureArgs {
-    /// fio runtime per run, in seconds.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
-    runtime: u32,
-    /// Baseline/recording pairs to run; the verdict uses the median ratio.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
-    repeat: u32,
+    #[command(flatten)]
+    load: LoadArgs,
     /// More options for `record` (e.g. `--record-option=--no-plugs`), repeatable.
     #[arg(
         long = "record-option",
@@ -91,7 +91,8 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     if cmd::find_program("fio").is_none() {
         bail!("fio is not installed (`cargo xtask setup` installs it as root)");
     }
-    let need = IMAGE_SIZE + u64::from(args.runtime) * RECORDING_BYTES_PER_SEC;
+    // A window's recorder runs a few seconds beyond the window (loading, settling, flushing).
+    let need = IMAGE_SIZE + u64::from(args.load.runtime + 3) * RECORDING_BYTES_PER_SEC;
     let free = free_bytes(Path::new(SHM))?;
     if free < need {
         bail!(
@@ -105,15 +106,15 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     // Guards, dropped in reverse: recorder (inside run_pair), loop device, directory.
     let (dir, loopdev) = scratch_device("iosched-trace-bench")?;
     let trace = dir.path().join("bench.istrace");
+    let mut load = Load::start(&args.load, &loopdev)?;
     if args.peers {
         println!(
-            "bench capture --peers: fio 4k randread io_uring iodepth 32, {} s per run, {} on \
-             {SHM}, scheduler none, {} round(s)",
-            args.runtime,
+            "bench capture --peers: fio 4k randread io_uring iodepth 32 on {} in {SHM}, \
+             scheduler none; {}",
             loopdev.name(),
-            args.repeat
+            args.load.describe()
         );
-        let (ratio, lost) = peers::run(&bin, &loopdev, dir.path(), args.runtime, args.repeat)?;
+        let (ratio, lost) = peers::run(&bin, &loopdev, dir.path(), &mut load, args.load.repeat)?;
         let pass = ratio >= MIN_RATIO && lost == Some(0);
         println!(
             "target (record ratio >= {MIN_RATIO}, lost == 0): {}",
@@ -127,26 +128,23 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     }
 
     println!(
-        "bench capture: fio 4k randread io_uring iodepth 32, {} s per run, {} on {SHM}, scheduler \
-         none, {} pair(s)",
-        args.runtime,
+        "bench capture: fio 4k randread io_uring iodepth 32 on {} in {SHM}, scheduler none; {}",
         loopdev.name(),
-        args.repeat
+        args.load.describe()
     );
+    let repeat = args.load.repeat;
     let mut runs = Vec::new();
-    for i in 1..=args.repeat {
-        let run = run_pair(&bin, &loopdev, &trace, args)?;
+    for i in 1..=repeat {
+        let run = run_pair(&bin, &loopdev, &trace, &mut load, args)?;
         if let Some(drained) = run.drain_only_iops {
             println!(
-                "run {i}/{}: drain only (events dropped) {drained:.0} IOPS, ratio {:.3}",
-                args.repeat,
+                "run {i}/{repeat}: drain only (events dropped) {drained:.0} IOPS, ratio {:.3}",
                 drained / run.baseline_iops
             );
         }
         println!(
-            "run {i}/{}: baseline {:.0} IOPS, recording {:.0} IOPS, ratio {:.3}, {} events, lost {}, \
-             file {}",
-            args.repeat,
+            "run {i}/{repeat}: baseline {:.0} IOPS, recording {:.0} IOPS, ratio {:.3}, {} events, \
+             lost {}, file {}",
             run.baseline_iops,
             run.recording_iops,
             run.ratio(),
@@ -162,8 +160,8 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     let events = median_of(|r| r.events as f64);
     let lost: Option<u64> = runs.iter().map(|r| r.lost).sum();
     let pass = ratio >= MIN_RATIO && lost == Some(0);
-    let of = if args.repeat > 1 {
-        format!(" (median of {})", args.repeat)
+    let of = if repeat > 1 {
+        format!(" (median of {repeat})")
     } else {
         String::new()
     };
@@ -189,10 +187,7 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
             drained - ratio
         );
     }
-    println!(
-        "events recorded:  {events:.0}{of}, {:.0} events/s",
-        events / f64::from(args.runtime)
-    );
+    println!("events recorded:  {events:.0}{of}");
     match lost {
         Some(lost) => println!("lost events:      {lost} (all runs)"),
         None => println!("lost events:      unknown (a dump summary had no `lost` field)"),
@@ -216,34 +211,21 @@ fn run_pair(
     bin: &Path,
     loopdev: &LoopDevice,
     trace: &Path,
+    load: &mut Load,
     args: &CaptureArgs,
 ) -> anyhow::Result<Run> {
-    let runtime = args.runtime;
-    let baseline_iops = fio(loopdev.dev(), runtime).context("baseline fio run")?;
+    let baseline_iops = load.measure("baseline")?;
     let drain_only_iops = if args.split {
         let mut options = args.record_options.clone();
         options.push("--discard-events".into());
-        let iops = fio_while_recording(
-            bin,
-            loopdev,
-            trace,
-            &options,
-            runtime,
-            "drain-only recorder",
-        )?;
+        let iops = fio_while_recording(bin, loopdev, trace, &options, load, "drain-only recorder")?;
         fs::remove_file(trace).with_context(|| format!("removing {}", trace.display()))?;
         Some(iops)
     } else {
         None
     };
-    let recording_iops = fio_while_recording(
-        bin,
-        loopdev,
-        trace,
-        &args.record_options,
-        runtime,
-        "recorder",
-    )?;
+    let recording_iops =
+        fio_while_recording(bin, loopdev, trace, &args.record_options, load, "recorder")?;
     scratch::check_interrupted()?;
 
     let file_bytes = fs::metadata(trace)
@@ -267,19 +249,19 @@ fn run_pair(
     })
 }
 
-/// The fio job's IOPS while `record OPTIONS` writes `trace`; the recorder must then end
+/// The load's IOPS while `record OPTIONS` writes `trace`; the recorder must then end
 /// cleanly on SIGINT (`what` names it in errors).
 fn fio_while_recording(
     bin: &Path,
     loopdev: &LoopDevice,
     trace: &Path,
     options: &[String],
-    runtime: u32,
+    load: &mut Load,
     what: &str,
 ) -> anyhow::Result<f64> {
     let mut recorder = Recorder::start_with(bin, loopdev, trace, options)?;
     recorder.wait_ready(READY_TIMEOUT)?;
-    let iops = fio(loopdev.dev(), runtime).with_context(|| format!("fio run with the {what}"))?;
+    let iops = load.measure(&format!("with the {what}"))?;
     let status = recorder.stop()?;
     if !status.success() {
         bail!("the {what} exited with {status} after SIGINT; see its output above");
@@ -287,8 +269,8 @@ fn fio_while_recording(
     Ok(iops)
 }
 
-/// Runs the fio job on `dev` and returns its read IOPS.
-fn fio(dev: &Path, runtime: u32) -> anyhow::Result<f64> {
+/// The bench's fio job on `dev` for `runtime` seconds (JSON on stdout).
+fn fio_command(dev: &Path, runtime: u32) -> Command {
     let mut command = Command::new("fio");
     command
         .args([
@@ -305,6 +287,12 @@ fn fio(dev: &Path, runtime: u32) -> anyhow::Result<f64> {
         .arg(format!("--filename={}", dev.display()))
         .arg(format!("--runtime={runtime}"))
         .stdin(Stdio::null());
+    command
+}
+
+/// Runs the fio job on `dev` and returns its read IOPS.
+fn fio(dev: &Path, runtime: u32) -> anyhow::Result<f64> {
+    let mut command = fio_command(dev, runtime);
     let shown = cmd::display(&command);
     eprintln!("+ {shown}");
     let out = command
@@ -346,12 +334,8 @@ const LIVE_MIN_RATIO: f64 = 0.85;
 
 #[derive(Args)]
 pub struct LiveArgs {
-    /// fio runtime per run, in seconds.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
-    runtime: u32,
-    /// Baseline/live pairs to run; the verdict uses the median ratio.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
-    repeat: u32,
+    #[command(flatten)]
+    load: LoadArgs,
     /// Also run, between baseline and live, a collector that drains and decodes every event
     /// but drops it (`live --discard-events`): the split of the cost between the kernel side
     /// and the view's aggregation.
@@ -367,39 +351,36 @@ pub struct LiveArgs {
 pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     let (bin, _dir, loopdev) = fio_bench_setup("live", &args.bin)?;
     println!(
-        "bench live: fio 4k randread io_uring iodepth 32, {} s per run, {} on {SHM}, scheduler \
-         none, {} pair(s)",
-        args.runtime,
+        "bench live: fio 4k randread io_uring iodepth 32 on {} in {SHM}, scheduler none; {}",
         loopdev.name(),
-        args.repeat
+        args.load.describe()
     );
+    let mut load = Load::start(&args.load, &loopdev)?;
+    let repeat = args.load.repeat;
     let mut ratios = Vec::new();
     let mut drained_ratios = Vec::new();
-    for i in 1..=args.repeat {
-        let baseline = fio(loopdev.dev(), args.runtime).context("baseline fio run")?;
+    for i in 1..=repeat {
+        let baseline = load.measure("baseline")?;
         if args.split {
-            let (drained, lost) =
-                fio_while_live(&bin, &loopdev, &["--discard-events"], args.runtime)?;
+            let (drained, lost) = fio_while_live(&bin, &loopdev, &["--discard-events"], &mut load)?;
             println!(
-                "run {i}/{}: drain only (events dropped) {drained:.0} IOPS, ratio {:.3}, lost \
-                 events {lost}",
-                args.repeat,
+                "run {i}/{repeat}: drain only (events dropped) {drained:.0} IOPS, ratio {:.3}, \
+                 lost events {lost}",
                 drained / baseline
             );
             drained_ratios.push(drained / baseline);
         }
-        let (watched, lost) = fio_while_live(&bin, &loopdev, &[], args.runtime)?;
+        let (watched, lost) = fio_while_live(&bin, &loopdev, &[], &mut load)?;
         println!(
-            "run {i}/{}: baseline {baseline:.0} IOPS, with live {watched:.0} IOPS, ratio {:.3}, \
-             lost events {lost}",
-            args.repeat,
+            "run {i}/{repeat}: baseline {baseline:.0} IOPS, with live {watched:.0} IOPS, ratio \
+             {:.3}, lost events {lost}",
             watched / baseline
         );
         ratios.push(watched / baseline);
     }
     let ratio = median(ratios);
     let pass = ratio >= LIVE_MIN_RATIO;
-    let of = if args.repeat > 1 { " (median)" } else { "" };
+    let of = if repeat > 1 { " (median)" } else { "" };
     println!("ratio:            {ratio:.3}{of}");
     if args.split {
         let drained = median(drained_ratios);
@@ -421,15 +402,15 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The fio job's IOPS while `live --batch EXTRA` watches, and the events it lost.
+/// The load's IOPS while `live --batch EXTRA` watches, and the events it lost.
 fn fio_while_live(
     bin: &Path,
     loopdev: &LoopDevice,
     extra: &[&str],
-    runtime: u32,
+    load: &mut Load,
 ) -> anyhow::Result<(f64, u64)> {
     let live = LiveChild::start(bin, loopdev, extra)?;
-    let iops = fio(loopdev.dev(), runtime).context("fio run with live")?;
+    let iops = load.measure("with live")?;
     let lost = live.stop()?;
     scratch::check_interrupted()?;
     Ok((iops, lost))

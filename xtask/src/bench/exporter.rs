@@ -17,7 +17,7 @@ use std::{
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::{READY_TIMEOUT, SHM, fio, median};
+use super::{Load, LoadArgs, READY_TIMEOUT, SHM, median};
 use crate::{BinArgs, scratch};
 
 /// The exporter's target (the fleet issue): IOPS with it running stay >= 0.90 of baseline.
@@ -25,12 +25,8 @@ const EXPORTER_MIN_RATIO: f64 = 0.90;
 
 #[derive(Args)]
 pub struct ExporterArgs {
-    /// fio runtime per run, in seconds.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=3600))]
-    runtime: u32,
-    /// Baseline/exporter pairs to run; the verdict uses the median ratio.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
-    repeat: u32,
+    #[command(flatten)]
+    load: LoadArgs,
     /// Leave out the last run, with `kernel.bpf_stats_enabled=1`, that measures the
     /// programs' own time per request.
     #[arg(long)]
@@ -79,10 +75,10 @@ fn sample_sum(text: &str, name: &str, label: Option<&str>) -> f64 {
 /// of them per request, read from the exporter's own `iosched_bpf_program_*` series. Unlike
 /// the ratio, this does not move with the rest of the machine's load, so it shows a change
 /// to the programs that the ratio's spread hides.
-fn program_cost(bin: &Path, dev_name: &str, dev: &Path, runtime: u32) -> anyhow::Result<()> {
+fn program_cost(bin: &Path, dev_name: &str, load: &mut Load) -> anyhow::Result<()> {
     let _stats = BpfStats::enable()?;
     let exporter = ExporterChild::start(bin, dev_name)?;
-    fio(dev, runtime).context("fio run with the exporter, programs counted")?;
+    load.measure("with the exporter, programs counted")?;
     let text = get_metrics(exporter.port).context("the program-cost scrape")?;
     exporter.stop()?;
     let requests = sample_sum(&text, "iosched_requests_total", None);
@@ -125,32 +121,32 @@ fn program_cost(bin: &Path, dev_name: &str, dev: &Path, runtime: u32) -> anyhow:
 pub fn exporter(args: &ExporterArgs) -> anyhow::Result<ExitCode> {
     let (bin, _dir, loopdev) = super::fio_bench_setup("exporter", &args.bin)?;
     println!(
-        "bench exporter: fio 4k randread io_uring iodepth 32, {} s per run, {} on {SHM}, \
-         scheduler none, scraped every 1 s, {} pair(s)",
-        args.runtime,
+        "bench exporter: fio 4k randread io_uring iodepth 32 on {} in {SHM}, scheduler none, \
+         scraped every 1 s; {}",
         loopdev.name(),
-        args.repeat
+        args.load.describe()
     );
+    let mut load = Load::start(&args.load, &loopdev)?;
+    let repeat = args.load.repeat;
     let mut ratios = Vec::new();
-    for i in 1..=args.repeat {
-        let baseline = fio(loopdev.dev(), args.runtime).context("baseline fio run")?;
+    for i in 1..=repeat {
+        let baseline = load.measure("baseline")?;
         let exporter = ExporterChild::start(&bin, loopdev.name())?;
-        let exported = fio(loopdev.dev(), args.runtime).context("fio run with the exporter")?;
+        let exported = load.measure("with the exporter")?;
         let (scrapes, lost) = exporter.stop()?;
         scratch::check_interrupted()?;
         println!(
-            "run {i}/{}: baseline {baseline:.0} IOPS, with the exporter {exported:.0} IOPS, \
-             ratio {:.3}, {scrapes} scrapes, unaccounted {lost}",
-            args.repeat,
+            "run {i}/{repeat}: baseline {baseline:.0} IOPS, with the exporter {exported:.0} \
+             IOPS, ratio {:.3}, {scrapes} scrapes, unaccounted {lost}",
             exported / baseline
         );
         ratios.push(exported / baseline);
     }
     let ratio = median(ratios);
-    let of = if args.repeat > 1 { " (median)" } else { "" };
+    let of = if repeat > 1 { " (median)" } else { "" };
     let pass = ratio >= EXPORTER_MIN_RATIO;
     if !args.no_program_cost {
-        program_cost(&bin, loopdev.name(), loopdev.dev(), args.runtime)?;
+        program_cost(&bin, loopdev.name(), &mut load)?;
     }
     println!("ratio: {ratio:.3}{of}");
     println!(

@@ -21,7 +21,7 @@ use std::{
 use anyhow::{Context as _, bail};
 use iosched_testbed::loop_device::LoopDevice;
 
-use super::{fio, fio_while_live, fio_while_recording, median};
+use super::{Load, fio_while_live, fio_while_recording, median};
 use crate::{cmd, scratch, trace_stats};
 
 /// One tracer of the table.
@@ -105,7 +105,7 @@ pub fn run(
     bin: &Path,
     loopdev: &LoopDevice,
     dir: &Path,
-    runtime: u32,
+    load: &mut Load,
     repeat: u32,
 ) -> anyhow::Result<(f64, Option<u64>)> {
     let mut rows: Vec<Row> = TRACERS
@@ -122,8 +122,8 @@ pub fn run(
             if row.skipped.is_some() {
                 continue;
             }
-            let baseline = fio(loopdev.dev(), runtime).context("baseline fio run")?;
-            let (iops, lost) = with_tracer(tracer, bin, loopdev, dir, runtime)?;
+            let baseline = load.measure("baseline")?;
+            let (iops, lost) = with_tracer(tracer, bin, loopdev, dir, load)?;
             scratch::check_interrupted()?;
             let ratio = iops / baseline;
             println!(
@@ -160,46 +160,46 @@ pub fn run(
     Ok((median(ours.ratios.clone()), ours.lost))
 }
 
-/// fio's IOPS with `tracer` running, and what it lost where it says.
+/// The load's IOPS with `tracer` running, and what it lost where it says.
 fn with_tracer(
     tracer: &Tracer,
     bin: &Path,
     loopdev: &LoopDevice,
     dir: &Path,
-    runtime: u32,
+    load: &mut Load,
 ) -> anyhow::Result<(f64, Option<u64>)> {
     match tracer {
         Tracer::Record(label, options) => {
             let trace = dir.join("peers.istrace");
             let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
-            let iops = fio_while_recording(bin, loopdev, &trace, &options, runtime, label)?;
+            let iops = fio_while_recording(bin, loopdev, &trace, &options, load, label)?;
             let lost = trace_stats::from_dump(bin, &trace, false)?.lost;
             fs::remove_file(&trace).with_context(|| format!("removing {}", trace.display()))?;
             Ok((iops, lost))
         }
         Tracer::Live => {
-            let (iops, lost) = fio_while_live(bin, loopdev, &[], runtime)?;
+            let (iops, lost) = fio_while_live(bin, loopdev, &[], load)?;
             Ok((iops, Some(lost)))
         }
         Tracer::Bpftrace(_, script) => {
             let out = dir.join("bpftrace.out");
             let script = script.replace("DEV", &kernel_dev(loopdev)?.to_string());
             let child = Bpftrace::start(&script, &out)?;
-            let iops = fio(loopdev.dev(), runtime).context("fio run with bpftrace")?;
+            let iops = load.measure("with bpftrace")?;
             child.stop()?;
             fs::remove_file(&out).with_context(|| format!("removing {}", out.display()))?;
             Ok((iops, None))
         }
         Tracer::Exporter => {
             let exporter = super::exporter::ExporterChild::start(bin, loopdev.name())?;
-            let iops = fio(loopdev.dev(), runtime).context("fio run with the exporter")?;
+            let iops = load.measure("with the exporter")?;
             let (_, unaccounted) = exporter.stop()?;
             Ok((iops, Some(unaccounted as u64)))
         }
         Tracer::FtraceBlk => {
             let out = dir.join("ftrace.out");
             let blk = FtraceBlk::start(loopdev.name(), &out)?;
-            let iops = fio(loopdev.dev(), runtime).context("fio run with the blk tracer")?;
+            let iops = load.measure("with the blk tracer")?;
             blk.stop()?;
             fs::remove_file(&out).with_context(|| format!("removing {}", out.display()))?;
             Ok((iops, None))

@@ -1,0 +1,213 @@
+//! How the fio benches measure the load's IOPS in one state (no tracer, or a tracer running).
+//!
+//! By default one fio job runs for the whole bench and each state is a window of it: the
+//! tracer is started and stopped between windows, and a window's figure is the median of its
+//! one-second IOPS samples (reads completed, from `/sys/block/DEV/stat`). This machine is
+//! shared: other tenants take the CPUs in bursts of a second or so, which moved whole-run
+//! ratios by 0.1-0.2 between runs of one build (a baseline run at 315k IOPS beside a traced
+//! run at 215k, the next pair 250k and 256k). Adjacent windows of one job see the same
+//! machine, and a median leaves out the seconds a burst took. The transitions (a tracer
+//! loading or flushing) fall between windows, so a window measures what the tracer costs
+//! while it runs; each sample still holds everything it does in a second (the exporter's
+//! scrape, `live`'s redraw, the recorder's flushes). `--separate-runs` keeps the old way, a
+//! whole fio run per state, its mean IOPS.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::{Child, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, bail};
+use clap::Args;
+use iosched_testbed::loop_device::LoopDevice;
+
+use super::{fio, fio_command, median};
+use crate::{cmd, scratch};
+
+/// How long a window waits, once its state is set up, before its first sample: a tracer's
+/// first moments (maps filled, the first batches) are not its steady cost.
+const SETTLE: Duration = Duration::from_millis(1000);
+/// One sample's length: a whole second, so that every sample holds one of each per-second
+/// task a tracer has (a scrape, a redraw).
+const SAMPLE: Duration = Duration::from_secs(1);
+/// The background job's ramp before the first window.
+const WARMUP: Duration = Duration::from_secs(2);
+
+#[derive(Args, Clone, Copy)]
+pub struct LoadArgs {
+    /// Seconds each state is measured: a window of one long fio run (one-second samples,
+    /// their median), or with --separate-runs a whole fio run (its mean IOPS).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub runtime: u32,
+    /// Baseline/traced pairs to measure; the verdict uses the median of their ratios.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+    /// A fresh fio run for every state instead of windows of one run (the method before
+    /// windows; its ratios move with the machine's other load by 0.1-0.2 between runs).
+    #[arg(long)]
+    pub separate_runs: bool,
+}
+
+impl LoadArgs {
+    pub fn describe(&self) -> String {
+        if self.separate_runs {
+            format!(
+                "a fio run of {} s per state, {} pair(s)",
+                self.runtime, self.repeat
+            )
+        } else {
+            format!(
+                "one fio run, a {} s window per state (median of 1 s samples), {} pair(s)",
+                self.runtime, self.repeat
+            )
+        }
+    }
+}
+
+/// The load a bench measures, in whichever way `LoadArgs` chose.
+pub enum Load {
+    /// A fresh fio run per measurement.
+    Runs { dev: PathBuf, runtime: u32 },
+    /// Windows of one fio job running in the background.
+    Windows { job: Background, runtime: u32 },
+}
+
+impl Load {
+    pub fn start(args: &LoadArgs, loopdev: &LoopDevice) -> anyhow::Result<Load> {
+        if args.separate_runs {
+            return Ok(Load::Runs {
+                dev: loopdev.dev().to_path_buf(),
+                runtime: args.runtime,
+            });
+        }
+        Ok(Load::Windows {
+            job: Background::start(loopdev)?,
+            runtime: args.runtime,
+        })
+    }
+
+    /// The load's read IOPS in the current state (`what` names it in errors).
+    pub fn measure(&mut self, what: &str) -> anyhow::Result<f64> {
+        match self {
+            Load::Runs { dev, runtime } => {
+                fio(dev, *runtime).with_context(|| format!("fio run, {what}"))
+            }
+            Load::Windows { job, runtime } => {
+                let samples = job
+                    .window(*runtime)
+                    .with_context(|| format!("window, {what}"))?;
+                eprintln!(
+                    "  [{what}] kIOPS each second: {}",
+                    samples
+                        .iter()
+                        .map(|s| format!("{:.0}", s / 1000.0))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                );
+                Ok(median(samples))
+            }
+        }
+    }
+}
+
+/// The bench's fio job running until dropped (then stopped, by its pid).
+pub struct Background {
+    child: Option<Child>,
+    stat: PathBuf,
+}
+
+/// fio's runtime for the background job: far beyond any bench; it is stopped at the end.
+const BACKGROUND_RUNTIME: u32 = 86_400;
+
+impl Background {
+    fn start(loopdev: &LoopDevice) -> anyhow::Result<Background> {
+        let mut command = fio_command(loopdev.dev(), BACKGROUND_RUNTIME);
+        command.stdout(Stdio::null());
+        eprintln!("+ {} &", cmd::display(&command));
+        let child = command.spawn().context("starting the background fio job")?;
+        let mut job = Background {
+            child: Some(child),
+            stat: Path::new("/sys/block").join(loopdev.name()).join("stat"),
+        };
+        thread::sleep(WARMUP);
+        job.check_running()?;
+        Ok(job)
+    }
+
+    fn check_running(&mut self) -> anyhow::Result<()> {
+        if let Some(child) = self.child.as_mut()
+            && let Some(status) = child.try_wait()?
+        {
+            self.child = None;
+            bail!("the background fio job exited early ({status}); see its output above");
+        }
+        Ok(())
+    }
+
+    /// Reads completed on the device so far (the first field of its `stat`).
+    fn reads(&self) -> anyhow::Result<u64> {
+        let text = fs::read_to_string(&self.stat)
+            .with_context(|| format!("reading {}", self.stat.display()))?;
+        reads_completed(&text).with_context(|| format!("{}: no reads field", self.stat.display()))
+    }
+
+    /// After [`SETTLE`], `seconds` one-second samples of the read IOPS.
+    fn window(&mut self, seconds: u32) -> anyhow::Result<Vec<f64>> {
+        thread::sleep(SETTLE);
+        let mut samples = Vec::new();
+        let (mut before, mut at) = (self.reads()?, Instant::now());
+        for _ in 0..seconds {
+            thread::sleep(SAMPLE);
+            scratch::check_interrupted()?;
+            self.check_running()?;
+            let (now, now_at) = (self.reads()?, Instant::now());
+            samples.push(now.saturating_sub(before) as f64 / (now_at - at).as_secs_f64());
+            (before, at) = (now, now_at);
+        }
+        if samples.iter().all(|&s| s <= 0.0) {
+            bail!("no reads completed on the device during the window");
+        }
+        Ok(samples)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SIGINT first: fio stops its job and reaps its I/O; SIGKILL if it lingers.
+            // SAFETY: kill(2) on our own child's pid, not yet reaped.
+            unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            let started = Instant::now();
+            while matches!(child.try_wait(), Ok(None)) {
+                if started.elapsed() > Duration::from_secs(10) {
+                    let _ = child.kill();
+                    break;
+                }
+                thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The first field of a `/sys/block/DEV/stat` line: reads completed.
+fn reads_completed(stat: &str) -> Option<u64> {
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_first_field_of_a_stat_line() {
+        let line = "  123456        0   987648      451        0        0        0        0 \
+                    0      500      451        0        0        0        0        0        0\n";
+        assert_eq!(reads_completed(line), Some(123_456));
+        assert_eq!(reads_completed(""), None);
+        assert_eq!(reads_completed("x 1"), None);
+    }
+}
