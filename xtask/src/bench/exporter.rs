@@ -236,7 +236,8 @@ impl ExporterChild {
         })
     }
 
-    /// A last scrape (the requests it could not account), then SIGTERM: (scrapes, lost).
+    /// A last scrape (the requests it could not account, but for those it could not have:
+    /// queued before it started, or in flight then), then SIGTERM: (scrapes, lost).
     pub(super) fn stop(mut self) -> anyhow::Result<(u64, f64)> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(s) = self.scraper.take() {
@@ -246,7 +247,7 @@ impl ExporterChild {
         let lost = text
             .lines()
             .filter(|l| l.starts_with("iosched_lost_events_total"))
-            .filter(|l| !l.contains("no_queue_time"))
+            .filter(|l| !l.contains("no_queue_time") && !l.contains("untracked_request"))
             .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
             .sum();
         // SAFETY: kill(2) on our own child's pid, not yet reaped.
