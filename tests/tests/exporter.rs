@@ -570,10 +570,11 @@ impl Drop for BackgroundFio {
     }
 }
 
-/// Reads the kernel completed on `disk` so far (`/sys/block/NAME/stat`, first field).
+/// Reads the kernel completed on `disk` so far.
 fn reads_completed(disk: &ScratchLoop) -> f64 {
-    let stat = std::fs::read_to_string(format!("/sys/block/{}/stat", disk.name())).unwrap();
-    stat.split_whitespace().next().unwrap().parse().unwrap()
+    iosched_trace::system::read_disk_counters(disk.name())
+        .unwrap()
+        .reads as f64
 }
 
 /// A daemon started on a busy host: the device's requests were already coming when the

@@ -22,6 +22,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use clap::Args;
+use iosched_core::record::DiskCounters;
 use iosched_testbed::loop_device::LoopDevice;
 
 use super::{fio, fio_command, median};
@@ -151,7 +152,9 @@ impl Background {
     fn reads(&self) -> anyhow::Result<u64> {
         let text = fs::read_to_string(&self.stat)
             .with_context(|| format!("reading {}", self.stat.display()))?;
-        reads_completed(&text).with_context(|| format!("{}: no reads field", self.stat.display()))
+        DiskCounters::parse_stat(&text, 0)
+            .map(|c| c.reads)
+            .with_context(|| format!("{}: not a block device stat line", self.stat.display()))
     }
 
     /// After [`SETTLE`], `seconds` one-second samples of the read IOPS.
@@ -190,24 +193,5 @@ impl Drop for Background {
             }
             let _ = child.wait();
         }
-    }
-}
-
-/// The first field of a `/sys/block/DEV/stat` line: reads completed.
-fn reads_completed(stat: &str) -> Option<u64> {
-    stat.split_whitespace().next()?.parse().ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_the_first_field_of_a_stat_line() {
-        let line = "  123456        0   987648      451        0        0        0        0 \
-                    0      500      451        0        0        0        0        0        0\n";
-        assert_eq!(reads_completed(line), Some(123_456));
-        assert_eq!(reads_completed(""), None);
-        assert_eq!(reads_completed("x 1"), None);
     }
 }
