@@ -43,7 +43,8 @@ pub use think::{
     LONG_SLEEP_NS, THINK_MIN_GAPS, THINK_PERCENTILE, ThinkGap, think_delays, think_floor,
 };
 pub use triggers::{
-    BATCH_NS, DEP_MIN_COUNT, DEP_MIN_SHARE, DEP_WINDOW_NS, from_bios, from_bios_and_wakeups,
+    BATCH_NS, DEP_MIN_COUNT, DEP_MIN_SHARE, DEP_WINDOW_NS, PACED_MAX_DRAINS_PER_REFILL, from_bios,
+    from_bios_and_wakeups,
 };
 
 /// What releases a bio in a replay.
