@@ -92,7 +92,7 @@ fn a_none_recording_replayed_under_bfq_predicts_bfqs_iops_on_a_ram_device() {
     let none_iops = predicted["recorded"]["iops"].as_f64().unwrap();
     // The model's own miss on this recording (its replay as recorded, the check's figure),
     // the workload extraction's and the device fit's, not the CPU charge's: 5-22% low
-    // before fio's restarts after a dry window were read as paced (88318d9), -19% to +7%
+    // before fio's restarts after a dry window were read as paced (88318d9), -19% to +6%
     // in the qemu guests' runs since.
     let none_replayed = predicted["model_check"]["replayed"]["iops"]
         .as_f64()
