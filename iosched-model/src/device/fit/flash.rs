@@ -3,9 +3,7 @@
 //! request of `x` sectors in `latency + x * transfer` when at most `K` are in flight, and
 //! `max(1, n / K)` times that at `n` in flight (it waits for a free server): for each `K` the
 //! two costs are a least-squares fit (no intercept, regressors `m = max(1, n / K)` and `x m`),
-//! and the `K` that explains the D2Cs best wins, if it explains enough of their spread
-//! ([`MIN_QUEUEING_R2`]) to be taken for queueing; else the trace's own depth, where
-//! nothing queues.
+//! and the `K` that explains the D2Cs best wins.
 //!
 //! Nothing is assumed that the trace contradicts: sizes that do not vary leave the transfer
 //! rate unknowable, and it is then folded into the latency (said in a note), never set to a
@@ -18,12 +16,6 @@ use crate::workload::ServiceSample;
 
 /// Fewer samples of an operation than this and it takes the other's costs.
 const MIN_SAMPLES: usize = 20;
-
-/// The share of the D2Cs' spread a fit of parallel servers must explain to be taken as
-/// queueing: below it, the deepest parallelism (nothing queues). On a RAM-backed loop
-/// device the best servers explained 0-15% (3 to 12 of them, which then put the replays'
-/// mean Q2C 17-19% off); on the emulated flash device 67-99% where it queued.
-const MIN_QUEUEING_R2: f64 = 0.3;
 
 /// Parallelisms tried (and the deepest depth the trace had).
 const PARALLELISMS: &[u32] = &[1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256];
@@ -125,8 +117,8 @@ pub(super) fn fit_flash(samples: &[ServiceSample], notes: &mut Vec<String>) -> F
     let read_own = reads.len() >= MIN_SAMPLES || writes.len() < MIN_SAMPLES;
     let write_own = writes.len() >= MIN_SAMPLES;
     let all: Vec<(f64, f64, f64)> = reads.iter().chain(&writes).copied().collect();
-    // The costs of reads (and of writes, where fitted apart) at parallelism `k`.
-    let fit_at = |k: u32| -> Option<(u32, OpFit, Option<OpFit>)> {
+    let mut best: Option<(u32, OpFit, Option<OpFit>)> = None;
+    for &k in &ks {
         let kf = f64::from(k);
         let read_fit = if write_own && !read_own {
             fit_op(&writes, kf)
@@ -134,18 +126,12 @@ pub(super) fn fit_flash(samples: &[ServiceSample], notes: &mut Vec<String>) -> F
             fit_op(&all, kf)
         } else {
             fit_op(&reads, kf)
-        }?;
+        };
+        let Some(read_fit) = read_fit else { continue };
         let write_fit = if write_own && read_own {
             fit_op(&writes, kf)
         } else {
             None
-        };
-        Some((k, read_fit, write_fit))
-    };
-    let mut best: Option<(u32, OpFit, Option<OpFit>)> = None;
-    for &k in &ks {
-        let Some((_, read_fit, write_fit)) = fit_at(k) else {
-            continue;
         };
         let sse = read_fit.sse + write_fit.map_or(0.0, |w| w.sse);
         if best
@@ -153,33 +139,6 @@ pub(super) fn fit_flash(samples: &[ServiceSample], notes: &mut Vec<String>) -> F
             .is_none_or(|(_, r, w)| sse < r.sse + w.map_or(0.0, |w| w.sse))
         {
             best = Some((k, read_fit, write_fit));
-        }
-    }
-    // Servers that explain little of the D2Cs' spread say little about queueing (a loop
-    // device on RAM: its D2Cs follow the CPUs' contention, which the depth at issue tracks
-    // only loosely): the deepest parallelism, where nothing queues, fitted the same way.
-    let mut weak_fit = None;
-    if let Some((k, r, w)) = &best {
-        let sse = r.sse + w.map_or(0.0, |w| w.sse);
-        let fitted: Vec<&Vec<(f64, f64, f64)>> = match (read_own, write_own) {
-            (true, true) => vec![&reads, &writes],
-            (true, false) => vec![&all],
-            _ => vec![&writes],
-        };
-        let sst: f64 = fitted
-            .iter()
-            .map(|g| {
-                let mean = g.iter().map(|p| p.2).sum::<f64>() / g.len().max(1) as f64;
-                g.iter().map(|p| (p.2 - mean).powi(2)).sum::<f64>()
-            })
-            .sum();
-        let r2 = if sst > 0.0 { 1.0 - sse / sst } else { 1.0 };
-        if *k < max_depth
-            && r2 < MIN_QUEUEING_R2
-            && let Some(deepest) = fit_at(max_depth)
-        {
-            weak_fit = Some((*k, r2));
-            best = Some(deepest);
         }
     }
     let Some((parallelism, read, write)) = best else {
@@ -200,14 +159,7 @@ pub(super) fn fit_flash(samples: &[ServiceSample], notes: &mut Vec<String>) -> F
                 .into(),
         );
     }
-    if let Some((k, r2)) = weak_fit.filter(|_| parallelism == max_depth) {
-        notes.push(format!(
-            "flash: {k} servers would explain only {:.0}% of the D2Cs' spread (R² {r2:.2}, \
-             below {MIN_QUEUEING_R2}), too little to model queueing on: no request waits for \
-             a server below the trace's depth, {max_depth}",
-            100.0 * r2.max(0.0)
-        ));
-    } else if parallelism == max_depth {
+    if parallelism == max_depth {
         notes.push(format!(
             "flash: parallelism at least {parallelism} (the trace never had more requests in \
              the driver, and they did not queue)"
@@ -309,49 +261,5 @@ mod tests {
         };
         assert_eq!(f.parallelism, 16);
         assert!(q.notes.iter().any(|n| n.contains("at least 16")), "{q:?}");
-    }
-
-    /// D2Cs that hardly follow the depth (a loop device on RAM: 8 servers of 30 µs, and up
-    /// to 120 µs of noise from the CPUs' contention on top): servers still fit them better
-    /// than none, but explain too little of their spread to model queueing on. The fit
-    /// keeps the deepest parallelism, its latency the mean, and says why.
-    #[test]
-    fn servers_that_explain_little_of_the_spread_are_not_taken_for_queueing() {
-        let mut rng = 1u64;
-        let mut samples = Vec::new();
-        let mut sum = 0.0;
-        for i in 0..4_000u64 {
-            rng = rng
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let depth = (i % 16) as u32 + 1;
-            let d2c = 30_000.0 * (f64::from(depth) / 8.0).max(1.0) + ((rng >> 33) % 120_000) as f64;
-            sum += d2c;
-            let d = i * 1_000_000;
-            samples.push(ServiceSample {
-                d,
-                c: d + d2c as u64,
-                sector: i * 100_000,
-                sectors: 8,
-                write: false,
-                depth_at_d: depth,
-            });
-        }
-        let (model, q) = fit(&samples, Some(false)).unwrap();
-        let DeviceModel::Flash(f) = model else {
-            panic!("{model:?}")
-        };
-        assert_eq!(f.parallelism, 16, "{f:?} {q:?}");
-        let mean = sum / samples.len() as f64;
-        assert!(
-            (f.latency_ns - mean).abs() < 0.01 * mean,
-            "{f:?}, mean {mean}"
-        );
-        assert!(
-            q.notes
-                .iter()
-                .any(|n| n.contains("too little to model queueing")),
-            "{q:?}"
-        );
     }
 }
