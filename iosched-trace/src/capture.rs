@@ -11,6 +11,7 @@ pub mod session;
 use std::{
     borrow::Cow,
     collections::BTreeSet,
+    ops::RangeInclusive,
     os::fd::{AsFd, AsRawFd},
     time::{Duration, Instant},
 };
@@ -429,6 +430,12 @@ pub struct Capture {
     last_flush: Instant,
     /// The programs' recursion misses as read when they were detached.
     skipped_at_detach: Option<u64>,
+    /// The recording's window on the trace clock: from when the last program was attached
+    /// to when the first was detached (`u64::MAX` until then). Events outside it are dropped.
+    ready_ns: u64,
+    stop_ns: u64,
+    /// Events dropped for coming before `ready_ns` or after `stop_ns`.
+    outside_window: u64,
     /// Programs attached, and optional ones left out with the reason.
     pub attached: Vec<&'static str>,
     pub skipped: Vec<(&'static str, String)>,
@@ -523,6 +530,12 @@ impl Capture {
             }
         }
 
+        // The programs attach one after another, tens of milliseconds apart under load: a
+        // request whose D came before the completion program was attached, or a bio queued
+        // before the issue program was, would have a life with holes. Time starts once all
+        // of them are in place; what they sent before is left out, like any event from
+        // before a recording (a life then in progress is one in flight at the start).
+        let ready_ns = monotonic_ns();
         let events = ebpf
             .take_map(MAP_EVENTS)
             .ok_or_else(|| CaptureError::Map(MAP_EVENTS, "missing from the object".into()))?;
@@ -566,6 +579,9 @@ impl Capture {
             cpus,
             last_flush: Instant::now(),
             skipped_at_detach: None,
+            ready_ns,
+            stop_ns: u64::MAX,
+            outside_window: 0,
             attached,
             skipped,
         })
@@ -628,9 +644,18 @@ impl Capture {
     pub fn drain(&mut self, out: &mut Vec<Event>) {
         let decoder = &self.decoder;
         let ring = self.ring.get_mut();
+        let window = self.ready_ns..=self.stop_ns;
+        let mut outside = 0;
         while let Some(item) = ring.next() {
-            decode_record(&item, decoder, out);
+            outside += decode_record(&item, decoder, &window, out);
         }
+        self.outside_window += outside;
+    }
+
+    /// Events left out for coming from before the last program was attached or after the
+    /// first was detached.
+    pub fn outside_window(&self) -> u64 {
+        self.outside_window
     }
 
     /// The kernel's counters, summed over CPUs (lost per CPU kept apart).
@@ -689,6 +714,9 @@ impl Capture {
     pub fn detach(&mut self) -> Result<(), CaptureError> {
         if let Some(ebpf) = &self.ebpf {
             self.skipped_at_detach = recursion_misses(ebpf);
+            // The programs detach one after another, as they attached: events from then on
+            // would again make lives with holes (a G whose Q program is gone).
+            self.stop_ns = monotonic_ns();
         }
         self.ebpf = None;
         self.flush_staged(true)
@@ -812,27 +840,38 @@ fn run_on_cpu(program: &ProgramFd, cpu: u32) -> std::io::Result<()> {
 }
 
 /// Decodes one ring-buffer record: a single event, or a batch of one CPU's events (see
-/// `iosched_trace_common::RawBatch`). Malformed records (impossible unless the object and this
-/// binary disagree) yield nothing.
-fn decode_record(bytes: &[u8], decoder: &FlagDecoder, out: &mut Vec<Event>) {
+/// `iosched_trace_common::RawBatch`), keeping those with a time in `window`; returns how
+/// many it left out. Malformed records (impossible unless the object and this binary
+/// disagree) yield nothing.
+fn decode_record(
+    bytes: &[u8],
+    decoder: &FlagDecoder,
+    window: &RangeInclusive<u64>,
+    out: &mut Vec<Event>,
+) -> u64 {
     const EVENT: usize = size_of::<RawEvent>();
-    if bytes.len() == EVENT {
-        out.extend(decode(bytes, decoder));
-        return;
-    }
-    let Some(count) = bytes.get(..4) else {
-        return;
+    let raws = if bytes.len() == EVENT {
+        bytes
+    } else {
+        let Some(count) = bytes.get(..4) else {
+            return 0;
+        };
+        let count = u32::from_le_bytes(count.try_into().expect("4 bytes")) as usize;
+        let Some(events) = bytes.get(BATCH_HEADER_LEN..BATCH_HEADER_LEN + count * EVENT) else {
+            return 0;
+        };
+        out.reserve(count);
+        events
     };
-    let count = u32::from_le_bytes(count.try_into().expect("4 bytes")) as usize;
-    let Some(events) = bytes.get(BATCH_HEADER_LEN..BATCH_HEADER_LEN + count * EVENT) else {
-        return;
-    };
-    out.reserve(count);
-    for raw in events.chunks_exact(EVENT) {
-        if let Some(ev) = decode(raw, decoder) {
-            out.push(ev);
+    let mut outside = 0;
+    for raw in raws.chunks_exact(EVENT) {
+        match decode(raw, decoder) {
+            Some(ev) if !window.contains(&ev.ts_ns) => outside += 1,
+            Some(ev) => out.push(ev),
+            None => {}
         }
     }
+    outside
 }
 
 fn attach(
@@ -1140,6 +1179,77 @@ mod tests {
         );
         let why = module_not_loaded("kyber_adjust", "kyber_iosched", "kernel/block/bfq.ko:\n");
         assert!(why.starts_with("tracepoint not in this kernel"), "{why}");
+    }
+
+    /// A ring record as the kernel writes it: one event alone, or a batch of them.
+    fn record_of(times: &[u64]) -> Vec<u8> {
+        let raw = |ts_ns: u64| RawEvent {
+            ts_ns,
+            rq: 0,
+            bio: 0,
+            sector: 0,
+            cgroup_id: 0,
+            aux: 0,
+            pid: 1,
+            tgid: 1,
+            comm: [0; 16],
+            dev: 7 << 20,
+            bytes: 4096,
+            cmd_flags: 0,
+            error: 0,
+            kind: iosched_trace_common::kind::BIO_QUEUE,
+            cpu: 0,
+            ioprio: 0,
+            _pad: 0,
+        };
+        let bytes = |ev: &RawEvent| {
+            // SAFETY: RawEvent is plain data without padding bytes left undefined (`_pad`).
+            unsafe {
+                std::slice::from_raw_parts(
+                    (ev as *const RawEvent).cast::<u8>(),
+                    size_of::<RawEvent>(),
+                )
+            }
+            .to_vec()
+        };
+        if let [ts] = times {
+            return bytes(&raw(*ts));
+        }
+        let mut out = (times.len() as u32).to_le_bytes().to_vec();
+        out.resize(BATCH_HEADER_LEN, 0);
+        for ts in times {
+            out.extend(bytes(&raw(*ts)));
+        }
+        out
+    }
+
+    #[test]
+    fn only_events_inside_the_window_all_programs_were_attached_are_kept() {
+        let decoder = FlagDecoder::without_bits();
+        let window = 100..=200;
+        let mut out = Vec::new();
+        // A batch staged across the last attach and the first detach: its ends are left out.
+        let left_out = decode_record(
+            &record_of(&[99, 100, 150, 200, 201]),
+            &decoder,
+            &window,
+            &mut out,
+        );
+        assert_eq!(left_out, 2);
+        assert_eq!(
+            out.iter().map(|e| e.ts_ns).collect::<Vec<_>>(),
+            [100, 150, 200]
+        );
+        // A lone event (sent directly, not staged) is judged the same way.
+        assert_eq!(
+            decode_record(&record_of(&[50]), &decoder, &window, &mut out),
+            1
+        );
+        assert_eq!(
+            decode_record(&record_of(&[180]), &decoder, &window, &mut out),
+            0
+        );
+        assert_eq!(out.len(), 4);
     }
 
     #[test]

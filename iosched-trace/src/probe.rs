@@ -254,6 +254,17 @@ pub struct FlagDecoder {
 }
 
 impl FlagDecoder {
+    /// A decoder that knows no op or flag (every op decodes as a read): for tests of what
+    /// surrounds decoding.
+    #[cfg(test)]
+    pub(crate) fn without_bits() -> Self {
+        FlagDecoder {
+            op_mask: 0,
+            ops: Vec::new(),
+            flags: Vec::new(),
+        }
+    }
+
     pub fn from_btf(btf: &Btf) -> Self {
         // `__REQ_FAILFAST_DEV = REQ_OP_BITS` is the first flag bit (since 4.10).
         let op_bits = btf.find_enumerator("__REQ_FAILFAST_DEV").unwrap_or(8) as u32;

@@ -317,6 +317,13 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     };
 
     let mut stats = session.stop(&mut batch)?;
+    if config.verbose {
+        eprintln!(
+            "{} events from before every program was attached or after the first was detached left \
+             out (the recording is the time all were in place)",
+            session.outside_window()
+        );
+    }
     watch.poll(ClockBase::now().monotonic_ns);
     stats.device_changes = watch.changes().to_vec();
     if config.discard_events {

@@ -90,6 +90,12 @@ impl Session {
         &self.capture.attached
     }
 
+    /// Events from before the last program was attached or after the first was detached,
+    /// left out ([`Capture::outside_window`]).
+    pub fn outside_window(&self) -> u64 {
+        self.capture.outside_window()
+    }
+
     /// Optional programs left out, with why.
     pub fn skipped(&self) -> &[(&'static str, String)] {
         &self.capture.skipped
