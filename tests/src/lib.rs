@@ -546,3 +546,35 @@ impl Drop for FtraceBlk {
         }
     }
 }
+
+/// A child process killed and reaped on drop, also when the test fails.
+pub struct Reaped(pub std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// fio reading random 4 KiB blocks from `dev` (io_uring, direct, `iodepth` in flight) for up
+/// to `secs`, in the background: the load a device is already under when a tool starts.
+pub fn busy_reader(dev: &Path, iodepth: u32, secs: u32) -> anyhow::Result<Reaped> {
+    let child = Command::new("fio")
+        .args([
+            "--name=busy",
+            &format!("--filename={}", dev.display()),
+            "--direct=1",
+            "--ioengine=io_uring",
+            &format!("--iodepth={iodepth}"),
+            "--rw=randread",
+            "--bs=4k",
+            "--time_based",
+            &format!("--runtime={secs}"),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .context("starting fio")?;
+    Ok(Reaped(child))
+}

@@ -10,7 +10,8 @@ use std::{
 use serde_json::Value;
 
 use iosched_trace_tests::{
-    ScratchLoop, binary, real_kernel_available, record, report_json, scratch_dir,
+    ScratchLoop, binary, busy_reader, real_kernel_available, record, report_json, scratch_dir,
+    tool_available,
 };
 
 /// A `dd` writing 512-byte blocks with O_DSYNC to the device until killed (by pid, on drop).
@@ -395,5 +396,57 @@ fn batch_stops_on_sigint_even_when_started_with_it_ignored() {
         std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
         let all = first + &rest;
         assert!(all.ends_with("\n\n"), "SIG{signal}: {all:?}");
+    }
+}
+
+/// `live` started on a device already under load: its programs attach one after another,
+/// and the bios queued while the issue program was not yet attached used to stay "waiting"
+/// for as long as `live` ran (657 in every interval on a RAM-backed device). fio keeps 32
+/// reads in flight under `none`: no interval may show more bios between Q and D.
+#[test]
+fn batch_on_a_busy_device_shows_no_bios_from_before_its_start() {
+    const TEST: &str = "batch_on_a_busy_device_shows_no_bios_from_before_its_start";
+    const IODEPTH: u32 = 32;
+    if !real_kernel_available(TEST) || !tool_available(TEST, "fio") {
+        return;
+    }
+    let disk = ScratchLoop::new("live-busy", 256, "none").unwrap();
+    let fio = busy_reader(disk.dev(), IODEPTH, 20).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let output = Command::new(binary())
+        .args([
+            "live",
+            "--batch",
+            "--json",
+            "--count",
+            "3",
+            "--interval",
+            "0.5",
+        ])
+        .args(["-d", disk.name()])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    drop(fio);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    for line in &lines {
+        let device = &line["devices"][0]["report"]["devices"][0];
+        let dispatched = u(&device["requests_dispatched"]);
+        assert!(dispatched > 1_000, "too little load to test: {line}");
+        let waiting = u(&device["queue_depth"]["scheduler_max"]);
+        assert!(
+            waiting <= u64::from(IODEPTH),
+            "{waiting} bios between Q and D at once with {IODEPTH} reads in flight: {}",
+            device["queue_depth"]
+        );
     }
 }
