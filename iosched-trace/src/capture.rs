@@ -670,7 +670,12 @@ impl Capture {
         Ok(Stats {
             lost_per_cpu,
             read_errors: get(stat::READ_ERRORS)?.iter().sum(),
-            sent: get(stat::SENT)?.iter().sum(),
+            // Those the recording holds: the kernel also sent the attach and detach
+            // windows' events, which `drain` left out.
+            sent: get(stat::SENT)?
+                .iter()
+                .sum::<u64>()
+                .saturating_sub(self.outside_window),
             kernel_skipped: match &self.ebpf {
                 Some(ebpf) => recursion_misses(ebpf),
                 None => self.skipped_at_detach,
