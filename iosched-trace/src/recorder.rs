@@ -320,7 +320,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
     if config.verbose {
         eprintln!(
             "{} events from before every program was attached or after the first was detached left \
-             out (the recording is the time all were in place)",
+             out (the recording covers the time all were in place)",
             session.outside_window()
         );
     }
