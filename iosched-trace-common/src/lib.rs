@@ -271,6 +271,9 @@ pub struct Staging {
     /// pid_tgid whose comm and cgroup are cached below; `u64::MAX`: none (reset per batch,
     /// so a changed comm or cgroup shows within one batch).
     pub task: u64,
+    /// The rename generation (eBPF `NAMEGEN`) `task_comm` was read in: the cache holds only
+    /// while no task was renamed since.
+    pub task_name_generation: u64,
     pub task_cgroup: u64,
     pub task_comm: [u8; 16],
     /// The last device resolved on this CPU, per key kind ([`DEV_KEY_QUEUE`]: a `struct

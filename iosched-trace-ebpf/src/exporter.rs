@@ -71,7 +71,7 @@ static EXP_STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 
 ///
 /// SAFETY: `p` points into a map value.
 #[inline(always)]
-unsafe fn xadd(p: *mut u64, v: u64) {
+pub(crate) unsafe fn xadd(p: *mut u64, v: u64) {
     // SAFETY: per the function's contract; the instruction only adds to `*p`.
     unsafe {
         core::arch::asm!(

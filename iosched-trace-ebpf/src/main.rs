@@ -125,6 +125,15 @@ static DEVCACHE: LruHashMap<u64, u64> = LruHashMap::with_max_entries(4096, 0);
 #[map(name = "DEVGEN")]
 static DEVGEN: Array<u64> = Array::with_max_entries(1, 0);
 
+/// Entry 0 changes whenever a task is renamed (exec, `prctl(PR_SET_NAME)`, a write to
+/// `/proc/PID/comm`): each CPU's cached comm ([`Staging::task`]) is taken with the value it
+/// had, and taken again once it differs. Without it, a CPU that staged an event for a forked
+/// child still named after its parent (a completion interrupting it) gave that name to the
+/// child's first I/O after exec, until the batch was sent: `dd`'s first write showed as its
+/// parent's.
+#[map(name = "NAMEGEN")]
+static NAMEGEN: Array<u64> = Array::with_max_entries(1, 0);
+
 /// Tasks (pid, the thread id) that queued a bio on a traced device -> the kernel `dev_t` of
 /// their last one; filled by Q events only with `CONFIG.wakeups`. The `sched_waking` program
 /// keeps the wakeups of these tasks, of the system's many. LRU: tasks that stopped doing I/O
@@ -405,10 +414,12 @@ fn emit_staged<const READ_TASK: bool>(
             (*st).first_ts = ts;
         }
         let ev = (&raw mut (*st).batch.events).cast::<RawEvent>().add(n);
-        if (*st).task != pid_tgid {
+        let name_generation = if READ_TASK { name_generation() } else { 0 };
+        if (*st).task != pid_tgid || (READ_TASK && (*st).task_name_generation != name_generation) {
             if READ_TASK {
                 (*st).task_cgroup = current_comm_and_cgroup(&raw mut (*st).task_comm);
                 (*st).task = pid_tgid;
+                (*st).task_name_generation = name_generation;
                 (*ev).comm = (*st).task_comm;
             } else {
                 (*ev).comm = [0; 16];
@@ -427,6 +438,15 @@ fn emit_staged<const READ_TASK: bool>(
             send_batch(st);
         }
     }
+}
+
+/// [`NAMEGEN`]'s value.
+#[inline(always)]
+fn name_generation() -> u64 {
+    // SAFETY: the value is a plain u64 copied out immediately.
+    NAMEGEN
+        .get(0)
+        .map_or(0, |g| unsafe { core::ptr::read_volatile(g) })
 }
 
 /// Sends the staged batch (if any) as one ring-buffer record and empties it. Lost events are
@@ -967,6 +987,20 @@ pub fn sched_waking(ctx: BtfTracePointContext) -> i32 {
     emit(held.as_ref(), WAKEUP, dev, pid_tgid, None, |ev| {
         ev.aux = (pid as u32 as u64) | ((tgid as u32 as u64) << 32);
     });
+    0
+}
+
+/// `task_rename(task, comm)`: a task is about to take a new name. Changes [`NAMEGEN`], so
+/// that no CPU gives the old name to the task's next event. (It fires before the copy: an
+/// event interrupting the renaming task in between can still cache the old name, for that
+/// CPU's current batch at most.)
+#[btf_tracepoint(function = "task_rename")]
+pub fn task_rename(_ctx: BtfTracePointContext) -> i32 {
+    if let Some(g) = NAMEGEN.get_ptr_mut(0) {
+        // SAFETY: an array map value. Atomic because two CPUs can rename at once, and each
+        // rename must change the value.
+        unsafe { exporter::xadd(g, 1) };
+    }
     0
 }
 

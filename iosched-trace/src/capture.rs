@@ -243,6 +243,14 @@ const PROGRAMS: &[ProgramSpec] = &[
         when: When::Always,
         module: None,
     },
+    // Renames (exec, prctl): keeps the per-CPU cache of task names true. Without it, a
+    // process's first I/O after exec can carry its parent's name.
+    ProgramSpec {
+        name: "task_rename",
+        required: false,
+        when: When::Always,
+        module: None,
+    },
     ProgramSpec {
         name: iosched_trace_common::PROG_WAKEUP,
         required: false,
@@ -392,6 +400,7 @@ const LIFECYCLE: &[&str] = &[
     "block_rq_complete",
     "block_rq_requeue",
     "block_bio_complete",
+    "task_rename",
 ];
 
 #[derive(Clone, Debug)]

@@ -223,6 +223,7 @@ pub const PROTOTYPES: &[(&str, &[&str])] = &[
         ],
     ),
     ("sched_waking", &["struct task_struct *"]),
+    ("task_rename", &["struct task_struct *", "const char *"]),
 ];
 
 /// Checks that `tracepoint`'s arguments in this kernel are what its program reads.

@@ -587,3 +587,61 @@ fn a_recording_started_under_load_has_no_lives_from_before_its_start() {
         report["trace"]
     );
 }
+
+/// A process's first I/O after exec carries the name exec gave it, even when the CPU last
+/// staged an event for the same pid before the exec (a completion interrupting the forked
+/// child while it still had its parent's name). Many short-lived `dd`s, each a fork and an
+/// exec of the test thread, write one block each while a background reader keeps completions
+/// arriving on both CPUs: every write's Q must say "dd" and its pid.
+#[test]
+fn first_io_after_exec_has_the_new_name() {
+    if !real_kernel_available("first_io_after_exec_has_the_new_name") {
+        return;
+    }
+    const WRITERS: u64 = 400;
+    const SEEK: u64 = 4096; // in 4 KiB blocks: past the reader's first 16 MiB
+    let disk = ScratchLoop::new("exec-name", 64, "none").unwrap();
+    let out = scratch_dir("exec-name-out").unwrap();
+    let file = out.path().join("rec.istrace");
+    let reader = busy_reader(disk.dev(), 4, 30).unwrap();
+    let mut recorder = record(&[disk.name()], &file, &[]).unwrap();
+    let target = format!("of={}", disk.dev().display());
+    let mut writers = HashMap::new();
+    for i in 0..WRITERS {
+        let seek = format!("seek={}", SEEK + i);
+        let pid = dd(&[
+            "if=/dev/zero",
+            &target,
+            "bs=4096",
+            "count=1",
+            &seek,
+            "oflag=direct",
+        ])
+        .unwrap();
+        writers.insert((SEEK + i) * 8, pid);
+    }
+    recorder.stop().unwrap();
+    drop(reader);
+    let rec = read_recording(&file).unwrap();
+    assert_eq!(rec.lost, 0);
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for ev in rec
+        .events
+        .iter()
+        .filter(|e| e.kind == EventKind::Queue && e.op == Op::Write)
+    {
+        let Some(&pid) = writers.get(&ev.sector) else {
+            continue;
+        };
+        seen += 1;
+        if (ev.pid, ev.comm.to_string().as_str()) != (pid, "dd") {
+            wrong.push((ev.sector, ev.pid, ev.comm.to_string()));
+        }
+    }
+    assert_eq!(seen, WRITERS, "one Q per writer");
+    assert!(
+        wrong.is_empty(),
+        "Q events with another name or pid: {wrong:?}"
+    );
+}

@@ -37,6 +37,7 @@ fn tracefs_event_dir(name: &str) -> std::path::PathBuf {
         "kyber" => "kyber",
         "wbt" => "wbt",
         "sched" => "sched",
+        "task" => "task",
         other => panic!("unknown tracepoint system {other}"),
     };
     Path::new("/sys/kernel/tracing/events")
