@@ -23,6 +23,11 @@
 //! `scenario --keep` or `validate --keep` leave them) without running anything, and needs
 //! no root; runs missing there are skipped.
 //!
+//! The schedulers' CPU cost: validate first calibrates this host (`iosched-trace calibrate`,
+//! kept as `DIR/host-profile.json` with `--keep`, and read from there with `--from`), and
+//! every replay and explain uses that profile; `--no-calibrate` leaves them to the
+//! recordings' own profile or the documented defaults.
+//!
 //! `--device hdd|flash|ram|all` chooses the device kinds (default: the emulated hard disk,
 //! its seed scenarios, recordings in `DIR/NAME/`). `flash` is the emulated flash device,
 //! `ram` a loop device on a file in /dev/shm; both run the fast-device scenarios
@@ -71,6 +76,10 @@ pub struct ValidateArgs {
     /// a one-process recording of the scenario measured the sequential costs.
     #[arg(long)]
     own_fit: bool,
+    /// Replay with the scheduler costs the recordings carry or the documented defaults,
+    /// instead of calibrating this host first (`iosched-trace calibrate`, about 12 s).
+    #[arg(long)]
+    no_calibrate: bool,
     #[command(flatten)]
     bin: BinArgs,
 }
@@ -125,6 +134,18 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
     } else {
         None
     };
+    // The schedulers' CPU cost on this host, as `replay` and `explain` are told to use it:
+    // without it they fall back to BFQ's documentation's figures, which on a fast device
+    // under-charge mq-deadline and kyber several times over (a RAM device's cross-predictions
+    // then ran 25-36% high).
+    let host_profile = host_profile(args, &trace_bin, work.path())?;
+    let mut replay_args = args.replay_args.clone();
+    let mut explain_args = Vec::new();
+    if let Some(p) = &host_profile {
+        let arg = format!("--host-profile={}", p.display());
+        replay_args.push(arg.clone());
+        explain_args.push(arg);
+    }
     let beds = args.device.beds();
     let several = beds.len() > 1;
     let mut failed = Vec::new();
@@ -150,6 +171,8 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
         }
         let ctx = Ctx {
             args,
+            replay_args: &replay_args,
+            explain_args: &explain_args,
             trace_bin: &trace_bin,
             daemon_bin: daemon_bin.as_deref(),
             work: work.path(),
@@ -179,9 +202,52 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The host profile the replays use: a fresh calibration of this host when validate runs the
+/// scenarios itself (root), kept beside the recordings with `--keep`; with `--from DIR`, the
+/// one kept in DIR, if any (else the recordings' own, or the defaults). `--no-calibrate` or a
+/// `--replay-arg=--host-profile=...` overrides both.
+fn host_profile(
+    args: &ValidateArgs,
+    trace_bin: &Path,
+    work: &Path,
+) -> anyhow::Result<Option<PathBuf>> {
+    const NAME: &str = "host-profile.json";
+    let given = args
+        .replay_args
+        .iter()
+        .any(|a| a.starts_with("--host-profile"));
+    if args.no_calibrate || given {
+        return Ok(None);
+    }
+    if let Some(from) = &args.from {
+        let kept = from.join(NAME);
+        return Ok(kept.is_file().then_some(kept));
+    }
+    let dir = args.keep.as_deref().unwrap_or(work);
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(NAME);
+    eprintln!("validate: calibrating this host's scheduler costs (iosched-trace calibrate)");
+    let status = std::process::Command::new(trace_bin)
+        .arg("calibrate")
+        .arg("-o")
+        .arg(&path)
+        .status()
+        .with_context(|| format!("running {} calibrate", trace_bin.display()))?;
+    anyhow::ensure!(
+        status.success(),
+        "iosched-trace calibrate failed ({status}); --no-calibrate replays with the \
+         recordings' scheduler costs or the documented defaults"
+    );
+    Ok(Some(path))
+}
+
 /// What every device kind's validation shares.
 struct Ctx<'a> {
     args: &'a ValidateArgs,
+    /// `--replay-arg`s, and the host profile's.
+    replay_args: &'a [String],
+    /// The host profile's argument for `explain`, if any.
+    explain_args: &'a [String],
     trace_bin: &'a Path,
     /// `None` with `--from` (nothing runs).
     daemon_bin: Option<&'a Path>,
@@ -193,7 +259,7 @@ struct Ctx<'a> {
 /// prints the tables.
 fn validate_bed(ctx: &Ctx<'_>, bed: &Bed, names: &[&str], dir: &Path) -> anyhow::Result<()> {
     let (args, trace_bin, work) = (ctx.args, ctx.trace_bin, ctx.work);
-    let extra = &args.replay_args[..];
+    let extra = ctx.replay_args;
     let dir = dir.to_owned();
     let mut cross_rows = Vec::new();
     let mut self_rows = Vec::new();
@@ -356,7 +422,7 @@ fn validate_bed(ctx: &Ctx<'_>, bed: &Bed, names: &[&str], dir: &Path) -> anyhow:
                     .map(|n| n.worst_p99_q2c_ms)
                     .filter(|ms| *ms > 0.0)
             };
-            let explained = whatif::explain(trace_bin, &f)?;
+            let explained = whatif::explain(trace_bin, &f, ctx.explain_args)?;
             let mut checks = Vec::new();
             for e in explained
                 .findings
@@ -926,6 +992,42 @@ mod tests {
         let cli = Cli::try_parse_from(["validate"]).unwrap();
         assert_eq!(cli.v.device.beds(), [Bed::Hdd]);
         assert!(cli.v.replay_args.is_empty());
+    }
+
+    #[test]
+    fn a_given_or_kept_host_profile_is_used_and_none_is_calibrated_without_a_run() {
+        use clap::Parser as _;
+        let kept = tempdir().unwrap();
+        let bin = Path::new("/nonexistent/iosched-trace");
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["validate"];
+            argv.extend_from_slice(extra);
+            Cli::try_parse_from(argv).unwrap().v
+        };
+        let from = format!("--from={}", kept.path().display());
+        // --from without a kept profile: the recordings' own (calibrate is never run: the
+        // binary does not exist).
+        assert_eq!(
+            host_profile(&parse(&[&from]), bin, kept.path()).unwrap(),
+            None
+        );
+        std::fs::write(kept.path().join("host-profile.json"), "{}").unwrap();
+        assert_eq!(
+            host_profile(&parse(&[&from]), bin, kept.path()).unwrap(),
+            Some(kept.path().join("host-profile.json"))
+        );
+        // Said otherwise: nothing added.
+        let given = "--replay-arg=--host-profile=/tmp/h.json";
+        assert_eq!(
+            host_profile(&parse(&[&from, given]), bin, kept.path()).unwrap(),
+            None
+        );
+        assert_eq!(
+            host_profile(&parse(&["--no-calibrate"]), bin, kept.path()).unwrap(),
+            None
+        );
+        // A run: calibrate is needed, and its failure is an error, not a silent default.
+        assert!(host_profile(&parse(&[]), bin, kept.path()).is_err());
     }
 
     #[test]

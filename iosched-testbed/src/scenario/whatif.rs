@@ -76,8 +76,14 @@ pub struct Explained {
 }
 
 /// `iosched-trace explain FILE --json`.
-pub fn explain(trace_bin: &Path, file: &Path) -> Result<Explained, ScenarioError> {
-    let v = super::validate::run_json(trace_bin, "explain", file, &[], "explain")?;
+/// `extra`: arguments for `explain` (a `--host-profile`).
+pub fn explain(
+    trace_bin: &Path,
+    file: &Path,
+    extra: &[String],
+) -> Result<Explained, ScenarioError> {
+    let extra: Vec<&std::ffi::OsStr> = extra.iter().map(|a| a.as_ref()).collect();
+    let v = super::validate::run_json(trace_bin, "explain", file, &extra, "explain")?;
     parse(&v).ok_or_else(|| ScenarioError::Report {
         path: file.to_owned(),
         err: "explain --json: no `findings` array".into(),
