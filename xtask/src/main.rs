@@ -78,7 +78,7 @@ enum Command {
 enum BenchCommand {
     /// fio IOPS on a loop device without and with `iosched-trace record` running.
     ///
-    /// Exits non-zero when the target (recording/baseline IOPS >= 0.78, no lost events) is
+    /// Exits non-zero when the target (recording/baseline IOPS >= 0.80, no lost events) is
     /// missed.
     Capture(bench::CaptureArgs),
     /// `iosched-trace report` on a synthetic 50M-event trace: events/s and peak RSS.
