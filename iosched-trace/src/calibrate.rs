@@ -5,11 +5,15 @@
 //!
 //! For each scheduler the device offers, a fixed load generated in-process (threads doing
 //! O_DIRECT 4 KiB random reads, no fio) runs twice: contended (two threads per online CPU)
-//! and uncontended (one thread); three times over, in turn, keeping each one's least
-//! disturbed run. Each run counts the reads completed and the machine's busy
-//! CPU time (`/proc/stat`) less what other user-space processes used meanwhile (a busy
-//! machine's other work is not the I/O's); a scheduler's cost is that busy time per request
-//! minus `none`'s ([`profile`]).
+//! and uncontended (one thread); in rounds, each round measuring every scheduler in turn
+//! (starting with another one each round). Each run counts the reads completed and the
+//! machine's busy CPU time (`/proc/stat`) less what other user-space processes used
+//! meanwhile (a busy machine's other work is not the I/O's). A scheduler's cost is that busy
+//! time per request minus `none`'s in the same round, the median over the rounds
+//! ([`profile`]): on a shared machine the other tenants' load drifts within seconds, and a
+//! difference of two runs a second apart cancels most of it, where each scheduler's best run
+//! of the whole calibration (how it was done before) compared runs made under different
+//! loads (mq-deadline's cost came out 2.0 and 5.0 µs in two calibrations 5 minutes apart).
 //!
 //! Owns: the scratch device and its cleanup (a guard: detached, its scheduler put back and
 //! its file removed on every exit, SIGINT and SIGTERM included; the device is attached with
@@ -85,7 +89,7 @@ pub struct Durations {
     pub contended: Duration,
     /// One submitter.
     pub uncontended: Duration,
-    /// How many times each scheduler is measured (the least disturbed run is kept).
+    /// How many times each scheduler is measured (the cost is the median of the rounds').
     pub rounds: u32,
 }
 
@@ -164,12 +168,25 @@ impl Run {
     }
 }
 
-/// A scheduler's two runs.
+/// A scheduler's runs: the least disturbed of each kind (the most IOPS: other work on the
+/// machine only ever slows a run down), and every round's.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchedRuns {
     pub scheduler: String,
     pub contended: Run,
     pub uncontended: Run,
+    /// (contended, uncontended) of each round, in round order.
+    pub rounds: Vec<(Run, Run)>,
+}
+
+impl SchedRuns {
+    /// The runs of one round (a calibration of one round, or a test, may give only the best).
+    fn round(&self, i: usize) -> (Run, Run) {
+        self.rounds
+            .get(i)
+            .copied()
+            .unwrap_or((self.contended, self.uncontended))
+    }
 }
 
 /// What a calibration measured.
@@ -243,11 +260,13 @@ pub fn calibrate(durations: Durations) -> anyhow::Result<Calibration> {
         };
         skipped.push((name.to_string(), why));
     }
-    // Each scheduler is measured in every round, in turn, and its least disturbed run (the
-    // most IOPS) kept: other work on the machine only ever slows a run down.
+    // Each scheduler is measured in every round, in turn, each round starting one scheduler
+    // further on (a run right after a switch or first in a round is not always the same
+    // scheduler's).
     let mut runs: Vec<SchedRuns> = Vec::new();
-    for _ in 0..durations.rounds {
-        for &name in &measured {
+    for round in 0..durations.rounds as usize {
+        for i in 0..measured.len() {
+            let name = measured[(round + i) % measured.len()];
             dev.set_scheduler(name)?;
             let threads = 2 * online_cpus;
             let contended = run_load(&dev.path, threads, durations.warmup, durations.contended)
@@ -262,15 +281,19 @@ pub fn calibrate(durations: Durations) -> anyhow::Result<Calibration> {
                     if uncontended.iops() > best.uncontended.iops() {
                         best.uncontended = uncontended;
                     }
+                    best.rounds.push((contended, uncontended));
                 }
                 None => runs.push(SchedRuns {
                     scheduler: name.to_string(),
                     contended,
                     uncontended,
+                    rounds: vec![(contended, uncontended)],
                 }),
             }
         }
     }
+    // `none` first, as the table lists them.
+    runs.sort_by_key(|r| measured.iter().position(|m| *m == r.scheduler));
     let direct_io = dev.direct_io();
     let device = dev.name.clone();
     drop(dev);
@@ -285,9 +308,10 @@ pub fn calibrate(durations: Durations) -> anyhow::Result<Calibration> {
 }
 
 /// The profile of a calibration: per scheduler, the I/O path's busy time per request over
-/// `none`'s, with every CPU submitting (`cpu_ns_per_request`) and with one submitter
-/// (`serial_ns_per_request`), clamped at 0; its contended IOPS and the machine's busy share
-/// then (`busy_share`, other processes' work included, as `SchedCost` defines it).
+/// `none`'s in the same round, the median over the rounds ([`added_over_none`]), with every
+/// CPU submitting (`cpu_ns_per_request`) and with one submitter (`serial_ns_per_request`),
+/// clamped at 0; its best contended run's IOPS and the machine's busy share then
+/// (`busy_share`, other processes' work included, as `SchedCost` defines it).
 pub fn profile(
     cal: &Calibration,
     host: &str,
@@ -297,15 +321,14 @@ pub fn profile(
     let Some(none) = cal.runs.iter().find(|r| r.scheduler == "none") else {
         bail!("no measurement of `none` to compare with");
     };
-    let over =
-        |run: &Run, base: &Run| (run.busy_ns_per_request() - base.busy_ns_per_request()).max(0.0);
     let schedulers: BTreeMap<String, SchedCost> = cal
         .runs
         .iter()
         .map(|r| {
+            let added = added_over_none(r, none);
             let cost = SchedCost {
-                cpu_ns_per_request: over(&r.contended, &none.contended),
-                serial_ns_per_request: over(&r.uncontended, &none.uncontended),
+                cpu_ns_per_request: added.contended.max(0.0),
+                serial_ns_per_request: added.uncontended.max(0.0),
                 iops: r.contended.iops(),
                 busy_share: r.contended.busy_share(),
             };
@@ -320,6 +343,43 @@ pub fn profile(
         source: format!("calibrate on {host}, {when}"),
         schedulers,
     })
+}
+
+/// A scheduler's busy time per request over `none`'s: each round's difference, and their
+/// median (not clamped).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Added {
+    pub contended: f64,
+    pub uncontended: f64,
+    /// Each round's (contended, uncontended) difference.
+    pub rounds: Vec<(f64, f64)>,
+}
+
+pub fn added_over_none(r: &SchedRuns, none: &SchedRuns) -> Added {
+    let n = r.rounds.len().min(none.rounds.len()).max(1);
+    let rounds: Vec<(f64, f64)> = (0..n)
+        .map(|i| {
+            let ((c, u), (nc, nu)) = (r.round(i), none.round(i));
+            (
+                c.busy_ns_per_request() - nc.busy_ns_per_request(),
+                u.busy_ns_per_request() - nu.busy_ns_per_request(),
+            )
+        })
+        .collect();
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let m = v.len() / 2;
+        if v.len() % 2 == 0 {
+            (v[m - 1] + v[m]) / 2.0
+        } else {
+            v[m]
+        }
+    };
+    Added {
+        contended: median(rounds.iter().map(|r| r.0).collect()),
+        uncontended: median(rounds.iter().map(|r| r.1).collect()),
+        rounds,
+    }
 }
 
 /// Writes `profile` to `path` (creating its directory), through a temporary file renamed
@@ -733,18 +793,21 @@ mod tests {
                     // 2000 ms busy / 300k = 6.67 us; 1 thread 900 ms / 150k = 6 us.
                     contended: run(4, 300_000, 2000, 0),
                     uncontended: run(1, 150_000, 900, 1100),
+                    rounds: vec![],
                 },
                 SchedRuns {
                     scheduler: "bfq".into(),
                     // 2000 / 150k = 13.33 us: 6.67 over none; 1 thread 8 us: 2 over.
                     contended: run(4, 150_000, 2000, 0),
                     uncontended: run(1, 100_000, 800, 1200),
+                    rounds: vec![],
                 },
                 SchedRuns {
                     scheduler: "mq-deadline".into(),
                     // Cheaper than none by noise: clamped.
                     contended: run(4, 310_000, 2000, 0),
                     uncontended: run(1, 150_000, 880, 1120),
+                    rounds: vec![],
                 },
             ],
             skipped: vec![],
@@ -787,6 +850,62 @@ mod tests {
         let mut no_none = cal.clone();
         no_none.runs.remove(0);
         assert!(profile(&no_none, "box", "6.18", "now").is_err());
+    }
+
+    /// Three rounds in which the machine's other load moved both schedulers' runs: each
+    /// round's difference is 2 µs but one disturbed, and the cost is their median, where the
+    /// best run of each (the most IOPS) would pair runs of different rounds.
+    #[test]
+    fn a_cost_is_the_median_of_each_rounds_difference_to_none() {
+        let sched = |name: &str, rounds: Vec<(Run, Run)>| {
+            let best = |pick: fn(&(Run, Run)) -> Run| {
+                rounds
+                    .iter()
+                    .map(pick)
+                    .max_by(|a, b| a.iops().total_cmp(&b.iops()))
+                    .unwrap()
+            };
+            SchedRuns {
+                scheduler: name.into(),
+                contended: best(|r| r.0),
+                uncontended: best(|r| r.1),
+                rounds,
+            }
+        };
+        // Busy ms per 100k requests: us per request = ms / 100.
+        let r = |busy_ms: u64| run(4, 100_000, busy_ms, 0);
+        let u = |busy_ms: u64| run(1, 100_000, busy_ms, 2000 - busy_ms);
+        // none: 6, 10 (a disturbed round: busier per request), 6 us; 4 and 4 and 4 with one.
+        let none = sched(
+            "none",
+            vec![(r(600), u(400)), (r(1000), u(400)), (r(600), u(400))],
+        );
+        // mq-deadline: 8, 12, 7 us: +2, +2, +1 over the same round's none; with one
+        // thread +1, +5 (disturbed), +1.
+        let dl = sched(
+            "mq-deadline",
+            vec![(r(800), u(500)), (r(1200), u(900)), (r(700), u(500))],
+        );
+        let added = added_over_none(&dl, &none);
+        assert_eq!(added.rounds.len(), 3);
+        assert!((added.contended - 2_000.0).abs() < 1e-6, "{added:?}");
+        assert!((added.uncontended - 1_000.0).abs() < 1e-6, "{added:?}");
+        let cal = Calibration {
+            runs: vec![none.clone(), dl],
+            skipped: vec![],
+            device: "loop9".into(),
+            direct_io: true,
+            online_cpus: 2,
+            elapsed: Duration::ZERO,
+        };
+        let p = profile(&cal, "box", "6.18", "now").unwrap();
+        let cost = p.cost("mq-deadline").unwrap();
+        assert!((cost.cpu_ns_per_request - 2_000.0).abs() < 1e-6);
+        assert!((cost.serial_ns_per_request - 1_000.0).abs() < 1e-6);
+        // An even number of rounds: the mean of the middle two.
+        let two = |a: u64, b: u64| sched("x", vec![(r(a), u(400)), (r(b), u(400))]);
+        let none2 = sched("none", vec![(r(600), u(400)), (r(600), u(400))]);
+        assert!((added_over_none(&two(700, 900), &none2).contended - 2_000.0).abs() < 1e-6);
     }
 
     #[test]
