@@ -26,14 +26,13 @@ pub fn render(cal: &Calibration, profile: &HostProfile, written_to: &Path) -> St
     );
     let _ = writeln!(
         out,
-        "{:<12}{:>14}{:>12}{:>16}{:>17}{:>18}  {}",
+        "{:<12}{:>14}{:>12}{:>16}{:>17}{:>18}  added, each round",
         "scheduler",
         format!("IOPS {threads} thr"),
         "IOPS 1 thr",
         "CPU µs/request",
         "added over none",
         "added, 1 thread",
-        "added, each round"
     );
     let none = cal.runs.iter().find(|r| r.scheduler == "none");
     let mut unsteady = Vec::new();
