@@ -22,6 +22,11 @@ pub struct TraceStats {
     pub kinds: BTreeMap<String, u64>,
     /// Total of the summary's `lost` field(s); `None` when there is no summary or no `lost`.
     pub lost: Option<u64>,
+    /// Our recordings' summary: completions the kernel counted and no event traced
+    /// (`untraced_completions`), and program runs the kernel skipped (`kernel_skipped`,
+    /// recursion misses; part of `lost`). `None` where the summary has no such field.
+    pub untraced_completions: Option<u64>,
+    pub kernel_skipped: Option<u64>,
 }
 
 /// Runs `bin dump --json file` and counts its output. `kinds` parses every event line (slow
@@ -70,6 +75,8 @@ pub fn read(mut input: impl BufRead, kinds: bool) -> anyhow::Result<TraceStats> 
             let summary: Value = serde_json::from_slice(text)
                 .with_context(|| format!("line {lineno}: summary is not valid JSON"))?;
             stats.lost = find_lost(&summary["summary"]);
+            stats.untraced_completions = summary["summary"]["untraced_completions"].as_u64();
+            stats.kernel_skipped = summary["summary"]["kernel_skipped"].as_u64();
             continue;
         }
         stats.events += 1;
@@ -143,11 +150,15 @@ mod tests {
 {"ts_ns":1,"kind":"Issue"}
 {"ts_ns":2,"kind":"Complete"}
 {"ts_ns":3,"kind":"Issue"}
-{"summary":{"events":3,"lost":7,"lost_per_cpu":[3,4]}}
+{"summary":{"events":3,"lost":7,"lost_per_cpu":[3,4],"kernel_skipped":2,"untraced_completions":5}}
 "#;
         let s = stats(text, true);
         assert_eq!(s.events, 3);
         assert_eq!(s.lost, Some(7));
+        assert_eq!(
+            (s.kernel_skipped, s.untraced_completions),
+            (Some(2), Some(5))
+        );
         assert_eq!(
             s.kinds,
             BTreeMap::from([("Complete".to_owned(), 1), ("Issue".to_owned(), 2)])
@@ -173,6 +184,11 @@ mod tests {
             assert_eq!(stats(summary, false).lost, lost, "{summary}");
         }
         assert_eq!(stats(r#"{"kind":"Queue"}"#, false).lost, None);
+        let blktrace = stats(r#"{"summary":{"lost":0}}"#, false);
+        assert_eq!(
+            (blktrace.kernel_skipped, blktrace.untraced_completions),
+            (None, None)
+        );
         assert_eq!(stats(r#"{"summary_x":{"lost":1}}"#, false).events, 1);
     }
 
