@@ -203,6 +203,21 @@ pub struct Calibration {
     pub elapsed: Duration,
 }
 
+#[cfg(test)]
+impl Calibration {
+    /// A calibration of these runs on a 2-CPU host, for tests of what is made of it.
+    pub(crate) fn of_runs(runs: Vec<SchedRuns>) -> Calibration {
+        Calibration {
+            runs,
+            skipped: vec![],
+            device: "loop9".into(),
+            direct_io: true,
+            online_cpus: 2,
+            elapsed: Duration::ZERO,
+        }
+    }
+}
+
 /// The schedulers calibrate measures, in this order (`none` is the baseline), and the module
 /// that provides each where it is not built in.
 const SCHEDULERS: [(&str, &str); 4] = [
@@ -786,36 +801,29 @@ mod tests {
 
     #[test]
     fn costs_are_busy_time_per_request_over_none_clamped_at_zero() {
-        let cal = Calibration {
-            runs: vec![
-                SchedRuns {
-                    scheduler: "none".into(),
-                    // 2000 ms busy / 300k = 6.67 us; 1 thread 900 ms / 150k = 6 us.
-                    contended: run(4, 300_000, 2000, 0),
-                    uncontended: run(1, 150_000, 900, 1100),
-                    rounds: vec![],
-                },
-                SchedRuns {
-                    scheduler: "bfq".into(),
-                    // 2000 / 150k = 13.33 us: 6.67 over none; 1 thread 8 us: 2 over.
-                    contended: run(4, 150_000, 2000, 0),
-                    uncontended: run(1, 100_000, 800, 1200),
-                    rounds: vec![],
-                },
-                SchedRuns {
-                    scheduler: "mq-deadline".into(),
-                    // Cheaper than none by noise: clamped.
-                    contended: run(4, 310_000, 2000, 0),
-                    uncontended: run(1, 150_000, 880, 1120),
-                    rounds: vec![],
-                },
-            ],
-            skipped: vec![],
-            device: "loop9".into(),
-            direct_io: true,
-            online_cpus: 2,
-            elapsed: Duration::ZERO,
-        };
+        let cal = Calibration::of_runs(vec![
+            SchedRuns {
+                scheduler: "none".into(),
+                // 2000 ms busy / 300k = 6.67 us; 1 thread 900 ms / 150k = 6 us.
+                contended: run(4, 300_000, 2000, 0),
+                uncontended: run(1, 150_000, 900, 1100),
+                rounds: vec![],
+            },
+            SchedRuns {
+                scheduler: "bfq".into(),
+                // 2000 / 150k = 13.33 us: 6.67 over none; 1 thread 8 us: 2 over.
+                contended: run(4, 150_000, 2000, 0),
+                uncontended: run(1, 100_000, 800, 1200),
+                rounds: vec![],
+            },
+            SchedRuns {
+                scheduler: "mq-deadline".into(),
+                // Cheaper than none by noise: clamped.
+                contended: run(4, 310_000, 2000, 0),
+                uncontended: run(1, 150_000, 880, 1120),
+                rounds: vec![],
+            },
+        ]);
         let p = profile(&cal, "box", "6.18", "2026-12-01T23:59:00Z").unwrap();
         assert_eq!(p.source, "calibrate on box, 2026-12-01T23:59:00Z");
         assert_eq!(p.online_cpus, 2);
@@ -890,14 +898,7 @@ mod tests {
         assert_eq!(added.rounds.len(), 3);
         assert!((added.contended - 2_000.0).abs() < 1e-6, "{added:?}");
         assert!((added.uncontended - 1_000.0).abs() < 1e-6, "{added:?}");
-        let cal = Calibration {
-            runs: vec![none.clone(), dl],
-            skipped: vec![],
-            device: "loop9".into(),
-            direct_io: true,
-            online_cpus: 2,
-            elapsed: Duration::ZERO,
-        };
+        let cal = Calibration::of_runs(vec![none.clone(), dl]);
         let p = profile(&cal, "box", "6.18", "now").unwrap();
         let cost = p.cost("mq-deadline").unwrap();
         assert!((cost.cpu_ns_per_request - 2_000.0).abs() < 1e-6);

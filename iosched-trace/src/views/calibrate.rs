@@ -105,8 +105,6 @@ pub fn render(cal: &Calibration, profile: &HostProfile, written_to: &Path) -> St
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
     use crate::calibrate::{Run, SchedRuns, profile};
 
@@ -130,14 +128,10 @@ mod tests {
     }
 
     fn table(dl: &[u64]) -> String {
-        let cal = Calibration {
-            runs: vec![sched("none", &[600, 600, 600]), sched("mq-deadline", dl)],
-            skipped: vec![],
-            device: "loop9".into(),
-            direct_io: true,
-            online_cpus: 2,
-            elapsed: Duration::ZERO,
-        };
+        let cal = Calibration::of_runs(vec![
+            sched("none", &[600, 600, 600]),
+            sched("mq-deadline", dl),
+        ]);
         let p = profile(&cal, "box", "6.18", "now").unwrap();
         render(&cal, &p, Path::new("/tmp/p.json"))
     }
