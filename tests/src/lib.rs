@@ -188,8 +188,19 @@ pub struct ScratchLoop {
 }
 
 impl ScratchLoop {
+    /// On a file in memory (/dev/shm): the RAM-backed kind.
     pub fn new(tag: &str, size_mib: u64, scheduler: &str) -> anyhow::Result<Self> {
-        let dir = scratch_dir(tag)?;
+        Self::in_dir(scratch_dir(tag)?, size_mib, scheduler)
+    }
+
+    /// On a file of the root filesystem (/var/tmp), the other kind of loop device people
+    /// have: its I/O goes through that filesystem and its disk.
+    pub fn on_root_fs(tag: &str, size_mib: u64, scheduler: &str) -> anyhow::Result<Self> {
+        let dir = TempDir::new(Path::new("/var/tmp"), &format!("iosched-trace-test-{tag}"))?;
+        Self::in_dir(dir, size_mib, scheduler)
+    }
+
+    fn in_dir(dir: TempDir, size_mib: u64, scheduler: &str) -> anyhow::Result<Self> {
         let backing = dir.path().join("backing.img");
         fs::File::create(&backing)?.set_len(size_mib << 20)?;
         let device = Self {
