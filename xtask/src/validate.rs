@@ -140,12 +140,16 @@ pub fn run(args: &ValidateArgs) -> anyhow::Result<()> {
     // then ran 25-36% high).
     let host_profile = host_profile(args, &trace_bin, work.path())?;
     let mut replay_args = args.replay_args.clone();
-    let mut explain_args = Vec::new();
     if let Some(p) = &host_profile {
-        let arg = format!("--host-profile={}", p.display());
-        replay_args.push(arg.clone());
-        explain_args.push(arg);
+        replay_args.push(format!("--host-profile={}", p.display()));
     }
+    // `explain` takes the profile too (ours, or one given as `--replay-arg=--host-profile=`),
+    // but not the other replay arguments.
+    let explain_args: Vec<String> = replay_args
+        .iter()
+        .filter(|a| a.starts_with("--host-profile"))
+        .cloned()
+        .collect();
     let beds = args.device.beds();
     let several = beds.len() > 1;
     let mut failed = Vec::new();
@@ -246,7 +250,7 @@ struct Ctx<'a> {
     args: &'a ValidateArgs,
     /// `--replay-arg`s, and the host profile's.
     replay_args: &'a [String],
-    /// The host profile's argument for `explain`, if any.
+    /// The host profile's argument for `explain`, if any (calibrated or given).
     explain_args: &'a [String],
     trace_bin: &'a Path,
     /// `None` with `--from` (nothing runs).
