@@ -243,10 +243,16 @@ const PROGRAMS: &[ProgramSpec] = &[
         when: When::Always,
         module: None,
     },
-    // Renames (exec, prctl): keeps the per-CPU cache of task names true. Without it, a
-    // process's first I/O after exec can carry its parent's name.
+    // Renames (exec, prctl) and the end of an exec: keep the per-CPU cache of task names
+    // true. Without them, a process's first I/O after exec can carry its parent's name.
     ProgramSpec {
         name: "task_rename",
+        required: false,
+        when: When::Always,
+        module: None,
+    },
+    ProgramSpec {
+        name: "sched_process_exec",
         required: false,
         when: When::Always,
         module: None,
@@ -401,6 +407,7 @@ const LIFECYCLE: &[&str] = &[
     "block_rq_requeue",
     "block_bio_complete",
     "task_rename",
+    "sched_process_exec",
 ];
 
 #[derive(Clone, Debug)]

@@ -224,6 +224,8 @@ pub const PROTOTYPES: &[(&str, &[&str])] = &[
     ),
     ("sched_waking", &["struct task_struct *"]),
     ("task_rename", &["struct task_struct *", "const char *"]),
+    // Its arguments are not read.
+    ("sched_process_exec", &[]),
 ];
 
 /// Checks that `tracepoint`'s arguments in this kernel are what its program reads.
