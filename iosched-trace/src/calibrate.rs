@@ -168,24 +168,29 @@ impl Run {
     }
 }
 
-/// A scheduler's runs: the least disturbed of each kind (the most IOPS: other work on the
-/// machine only ever slows a run down), and every round's.
+/// A scheduler's runs, every round's.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SchedRuns {
     pub scheduler: String,
-    pub contended: Run,
-    pub uncontended: Run,
-    /// (contended, uncontended) of each round, in round order.
+    /// (contended, uncontended) of each round, in round order; at least one.
     pub rounds: Vec<(Run, Run)>,
 }
 
 impl SchedRuns {
-    /// The runs of one round (a calibration of one round, or a test, may give only the best).
-    fn round(&self, i: usize) -> (Run, Run) {
-        self.rounds
-            .get(i)
-            .copied()
-            .unwrap_or((self.contended, self.uncontended))
+    /// The least disturbed contended run: the most IOPS (other work on the machine only
+    /// ever slows a run down).
+    pub fn contended(&self) -> Run {
+        Self::best(self.rounds.iter().map(|r| r.0))
+    }
+
+    /// The least disturbed uncontended run.
+    pub fn uncontended(&self) -> Run {
+        Self::best(self.rounds.iter().map(|r| r.1))
+    }
+
+    fn best(runs: impl Iterator<Item = Run>) -> Run {
+        runs.max_by(|a, b| a.iops().total_cmp(&b.iops()))
+            .unwrap_or_default()
     }
 }
 
@@ -289,19 +294,9 @@ pub fn calibrate(durations: Durations) -> anyhow::Result<Calibration> {
             let uncontended = run_load(&dev.path, 1, durations.warmup / 2, durations.uncontended)
                 .with_context(|| format!("{name}, 1 thread"))?;
             match runs.iter_mut().find(|r| r.scheduler == name) {
-                Some(best) => {
-                    if contended.iops() > best.contended.iops() {
-                        best.contended = contended;
-                    }
-                    if uncontended.iops() > best.uncontended.iops() {
-                        best.uncontended = uncontended;
-                    }
-                    best.rounds.push((contended, uncontended));
-                }
+                Some(r) => r.rounds.push((contended, uncontended)),
                 None => runs.push(SchedRuns {
                     scheduler: name.to_string(),
-                    contended,
-                    uncontended,
                     rounds: vec![(contended, uncontended)],
                 }),
             }
@@ -344,8 +339,8 @@ pub fn profile(
             let cost = SchedCost {
                 cpu_ns_per_request: added.contended.max(0.0),
                 serial_ns_per_request: added.uncontended.max(0.0),
-                iops: r.contended.iops(),
-                busy_share: r.contended.busy_share(),
+                iops: r.contended().iops(),
+                busy_share: r.contended().busy_share(),
             };
             (r.scheduler.clone(), cost)
         })
@@ -371,10 +366,11 @@ pub struct Added {
 }
 
 pub fn added_over_none(r: &SchedRuns, none: &SchedRuns) -> Added {
-    let n = r.rounds.len().min(none.rounds.len()).max(1);
-    let rounds: Vec<(f64, f64)> = (0..n)
-        .map(|i| {
-            let ((c, u), (nc, nu)) = (r.round(i), none.round(i));
+    let rounds: Vec<(f64, f64)> = r
+        .rounds
+        .iter()
+        .zip(&none.rounds)
+        .map(|(&(c, u), &(nc, nu))| {
             (
                 c.busy_ns_per_request() - nc.busy_ns_per_request(),
                 u.busy_ns_per_request() - nu.busy_ns_per_request(),
@@ -384,7 +380,9 @@ pub fn added_over_none(r: &SchedRuns, none: &SchedRuns) -> Added {
     let median = |mut v: Vec<f64>| {
         v.sort_by(f64::total_cmp);
         let m = v.len() / 2;
-        if v.len().is_multiple_of(2) {
+        if v.is_empty() {
+            0.0
+        } else if v.len().is_multiple_of(2) {
             (v[m - 1] + v[m]) / 2.0
         } else {
             v[m]
@@ -805,23 +803,17 @@ mod tests {
             SchedRuns {
                 scheduler: "none".into(),
                 // 2000 ms busy / 300k = 6.67 us; 1 thread 900 ms / 150k = 6 us.
-                contended: run(4, 300_000, 2000, 0),
-                uncontended: run(1, 150_000, 900, 1100),
-                rounds: vec![],
+                rounds: vec![(run(4, 300_000, 2000, 0), run(1, 150_000, 900, 1100))],
             },
             SchedRuns {
                 scheduler: "bfq".into(),
                 // 2000 / 150k = 13.33 us: 6.67 over none; 1 thread 8 us: 2 over.
-                contended: run(4, 150_000, 2000, 0),
-                uncontended: run(1, 100_000, 800, 1200),
-                rounds: vec![],
+                rounds: vec![(run(4, 150_000, 2000, 0), run(1, 100_000, 800, 1200))],
             },
             SchedRuns {
                 scheduler: "mq-deadline".into(),
                 // Cheaper than none by noise: clamped.
-                contended: run(4, 310_000, 2000, 0),
-                uncontended: run(1, 150_000, 880, 1120),
-                rounds: vec![],
+                rounds: vec![(run(4, 310_000, 2000, 0), run(1, 150_000, 880, 1120))],
             },
         ]);
         let p = profile(&cal, "box", "6.18", "2026-12-01T23:59:00Z").unwrap();
@@ -865,20 +857,9 @@ mod tests {
     /// best run of each (the most IOPS) would pair runs of different rounds.
     #[test]
     fn a_cost_is_the_median_of_each_rounds_difference_to_none() {
-        let sched = |name: &str, rounds: Vec<(Run, Run)>| {
-            let best = |pick: fn(&(Run, Run)) -> Run| {
-                rounds
-                    .iter()
-                    .map(pick)
-                    .max_by(|a, b| a.iops().total_cmp(&b.iops()))
-                    .unwrap()
-            };
-            SchedRuns {
-                scheduler: name.into(),
-                contended: best(|r| r.0),
-                uncontended: best(|r| r.1),
-                rounds,
-            }
+        let sched = |name: &str, rounds: Vec<(Run, Run)>| SchedRuns {
+            scheduler: name.into(),
+            rounds,
         };
         // Busy ms per 100k requests: us per request = ms / 100.
         let r = |busy_ms: u64| run(4, 100_000, busy_ms, 0);

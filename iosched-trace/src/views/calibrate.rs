@@ -10,7 +10,7 @@ use crate::calibrate::{Calibration, added_over_none};
 
 pub fn render(cal: &Calibration, profile: &HostProfile, written_to: &Path) -> String {
     let mut out = String::new();
-    let threads = cal.runs.first().map_or(0, |r| r.contended.threads);
+    let threads = cal.runs.first().map_or(0, |r| r.contended().threads);
     let _ = writeln!(
         out,
         "calibrated on {} ({} CPUs online, scratch {}{}) in {:.1} s",
@@ -58,9 +58,9 @@ pub fn render(cal: &Calibration, profile: &HostProfile, written_to: &Path) -> St
         let line = format!(
             "{:<12}{:>14.0}{:>12.0}{:>16.2}{:>17.2}{:>18.2}  {}",
             r.scheduler,
-            r.contended.iops(),
-            r.uncontended.iops(),
-            r.contended.busy_ns_per_request() / 1e3,
+            r.contended().iops(),
+            r.uncontended().iops(),
+            r.contended().busy_ns_per_request() / 1e3,
             cost.cpu_ns_per_request / 1e3,
             cost.serial_ns_per_request / 1e3,
             rounds,
@@ -70,7 +70,11 @@ pub fn render(cal: &Calibration, profile: &HostProfile, written_to: &Path) -> St
     let others = cal
         .runs
         .iter()
-        .map(|r| r.contended.others_share().max(r.uncontended.others_share()))
+        .map(|r| {
+            r.contended()
+                .others_share()
+                .max(r.uncontended().others_share())
+        })
         .fold(0.0, f64::max);
     if others > 0.1 {
         let _ = writeln!(
@@ -118,12 +122,9 @@ mod tests {
             idle_ns: 0,
             others_ns: 0,
         };
-        let rounds: Vec<(Run, Run)> = busy_ms.iter().map(|&b| (run(4, b), run(1, b))).collect();
         SchedRuns {
             scheduler: name.into(),
-            contended: rounds[0].0,
-            uncontended: rounds[0].1,
-            rounds,
+            rounds: busy_ms.iter().map(|&b| (run(4, b), run(1, b))).collect(),
         }
     }
 
