@@ -243,6 +243,9 @@ pub struct Recording {
     /// (`record::Stats::kernel_skipped`).
     pub kernel_skipped: Option<u64>,
     pub sent: Option<u64>,
+    /// Kernel pointers our programs could not read (`record::Stats::read_errors`): each may
+    /// be an event that was never sent.
+    pub read_errors: Option<u64>,
     pub footer_total: Option<u64>,
     /// The kernel's completion counters next to the traced completions, per device.
     pub completions: Vec<iosched_core::record::CompletionCheck>,
@@ -265,6 +268,7 @@ pub fn read_recording(path: &Path) -> anyhow::Result<Recording> {
         lost: reader.stats().map_or(0, |s| s.lost()),
         kernel_skipped: reader.stats().and_then(|s| s.kernel_skipped),
         sent: reader.stats().map(|s| s.sent),
+        read_errors: reader.stats().map(|s| s.read_errors),
         footer_total: reader.footer().map(|f| f.events_total),
         completions: reader
             .stats()

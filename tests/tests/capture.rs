@@ -219,6 +219,14 @@ fn ftrace_blk_oracle_agrees() {
     assert_eq!(overrun, 0, "ftrace overran: the oracle is incomplete");
     let rec = read_recording(&file).unwrap();
     assert_eq!(rec.lost, 0);
+    // Where an event could go missing without being counted as lost: a pointer the programs
+    // could not read (the event is not sent), or one sent and not written to the file.
+    assert_eq!(rec.read_errors, Some(0), "kernel read errors");
+    assert_eq!(
+        rec.sent,
+        Some(rec.events.len() as u64),
+        "sent but not in the file"
+    );
     let ours = our_multiset(&rec.events, dev, &actions);
     let total: u64 = theirs.values().sum();
     assert!(total > 800, "too little traced to compare: {total}");
@@ -226,18 +234,47 @@ fn ftrace_blk_oracle_agrees() {
         theirs.keys().any(|(a, _, _)| a == "M"),
         "the workload produced no merges; the oracle check would be weaker than intended"
     );
-    if ours != theirs {
-        let mut diff = Vec::new();
-        for key in ours.keys().chain(theirs.keys()) {
-            let (a, b) = (ours.get(key), theirs.get(key));
-            if a != b {
-                diff.push(format!("{key:?}: ours {a:?} ftrace {b:?}"));
+    // One difference is the kernel's, and the recording says so: a completion run in the
+    // softirq of a task whose tracing the kernel suppresses (the test machines' own agent,
+    // docs/REPORT.md "Where untraced completions come from") reaches no BPF program at all,
+    // while the blk tracer may still record it. The recording's completion check counts those
+    // from the kernel's own counters; ftrace may hold exactly that many C more than we do,
+    // and nothing else may differ.
+    let untraced = iosched_core::record::untraced_total(&rec.completions);
+    let keys: std::collections::BTreeSet<_> = ours.keys().chain(theirs.keys()).collect();
+    let (mut ftrace_surplus_c, mut other) = (0, 0);
+    let mut diff = Vec::new();
+    for key in keys {
+        let (a, b) = (ours.get(key), theirs.get(key));
+        if a != b {
+            let (a_n, b_n) = (a.copied().unwrap_or(0), b.copied().unwrap_or(0));
+            if key.0 == "C" && b_n > a_n {
+                ftrace_surplus_c += b_n - a_n;
+            } else {
+                other += 1;
             }
+            diff.push(format!("{key:?}: ours {a:?} ftrace {b:?}"));
         }
-        diff.dedup();
+    }
+    let explained = other == 0 && ftrace_surplus_c > 0 && ftrace_surplus_c == untraced;
+    if explained {
+        eprintln!(
+            "ftrace holds {ftrace_surplus_c} completion(s) the kernel never ran our programs \
+             for, as the recording's completion check counts ({untraced}): {diff:?}"
+        );
+    }
+    if !diff.is_empty() && !explained {
         panic!(
-            "recording and ftrace differ on {} keys:\n{}",
+            "recording and ftrace differ on {} keys (lost {}, kernel skipped {:?}, sent {:?}, \
+             read errors {:?}, {} events; the kernel's completion counters against ours: \
+             {:?}):\n{}",
             diff.len(),
+            rec.lost,
+            rec.kernel_skipped,
+            rec.sent,
+            rec.read_errors,
+            rec.events.len(),
+            rec.completions,
             diff.join("\n")
         );
     }

@@ -111,6 +111,12 @@ fn a_none_recording_replayed_under_bfq_predicts_bfqs_iops_on_a_ram_device() {
         effect_err * 100.0,
         predicted["runs"][0]["cpu"]
     );
+    // What bfq's own run looked like (its CPU context and its self-replay): whether its loss
+    // was the CPU (a busy share near 1) or time the device stood idle.
+    eprintln!(
+        "bfq recording: cpu {}; model_check {}",
+        measured["cpu"], measured["model_check"]
+    );
     // The charge is what moves the prediction: without it bfq replays as fast as none.
     // How far it moves it rests on calibrate's figure for bfq, which a shared 2-CPU machine
     // measures within a factor of two from one run to the next (5-13 µs): the effect's
