@@ -81,6 +81,25 @@ pub struct KernelsArgs {
     /// in the matrix (docs/KERNELS.md).
     #[arg(long, value_name = "TARGET::NAME")]
     also: Vec<String>,
+    /// Run only the `--also` tests, not the matrix's (a measurement in a guest, not a check
+    /// of the tool on that kernel).
+    #[arg(long, requires = "also")]
+    only_also: bool,
+    /// The guest's virtual CPUs. Under TCG one host thread runs them all in turn, so a vCPU
+    /// holding a lock can be switched out while another spins on it: lock-heavy work (bfq)
+    /// costs erratically with more than one (docs/KERNELS.md).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=8))]
+    cpus: u32,
+}
+
+/// How each guest runs.
+#[derive(Clone, Copy, Debug)]
+struct GuestSetup {
+    /// Seconds before qemu is killed.
+    timeout: u64,
+    cpus: u32,
+    /// Run the matrix's tests before the `--also` ones.
+    matrix: bool,
 }
 
 /// One kernel's run, for the summary.
@@ -147,7 +166,12 @@ pub fn run(args: &KernelsArgs) -> anyhow::Result<()> {
             "kernels: {} ({} {})",
             kernel.name, kernel.package, kernel.version
         );
-        let run = match run_one(kernel, &cache, &work, &bin, &tests, &also, args.timeout) {
+        let setup = GuestSetup {
+            timeout: args.timeout,
+            cpus: args.cpus,
+            matrix: !args.only_also,
+        };
+        let run = match run_one(kernel, &cache, &work, &bin, &tests, &also, setup) {
             Ok(mut run) => {
                 run.wall = started.elapsed();
                 run
@@ -208,7 +232,7 @@ fn run_one(
     bin: &Path,
     tests: &[(String, PathBuf)],
     also: &[plan::GuestTest],
-    timeout: u64,
+    setup: GuestSetup,
 ) -> anyhow::Result<KernelRun> {
     let t = Instant::now();
     let fetched = fetch::fetch(kernel, cache)?;
@@ -221,7 +245,11 @@ fn run_one(
     let config = fs::read_to_string(&fetched.config)
         .with_context(|| format!("reading {}", fetched.config.display()))?;
     let features = plan::Features::from_config(&config);
-    let mut guest_tests = plan::tests(&features);
+    let mut guest_tests = if setup.matrix {
+        plan::tests(&features)
+    } else {
+        Vec::new()
+    };
     guest_tests.extend(also.iter().cloned());
     let modules = initramfs::modules_in_order(&fetched.modules, &features.modules)?;
 
@@ -290,7 +318,8 @@ fn run_one(
         kernel: fetched.vmlinuz.clone(),
         initrd,
         serial: serial.clone(),
-        timeout: Duration::from_secs(timeout),
+        timeout: Duration::from_secs(setup.timeout),
+        cpus: setup.cpus,
         marker: plan::MARK,
     })?;
     println!(
@@ -302,7 +331,8 @@ fn run_one(
     let mut problem = None;
     if outcome.timed_out {
         problem = Some(format!(
-            "qemu killed after {timeout} s (serial log: {})",
+            "qemu killed after {} s (serial log: {})",
+            setup.timeout,
             serial.display()
         ));
     } else if !parsed.done {

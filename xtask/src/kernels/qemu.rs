@@ -26,6 +26,8 @@ pub struct Boot {
     /// Where the console is written as it comes.
     pub serial: PathBuf,
     pub timeout: Duration,
+    /// Virtual CPUs (`-smp`).
+    pub cpus: u32,
     /// Console lines holding this are echoed as they arrive (progress in CI's log).
     pub marker: &'static str,
 }
@@ -42,7 +44,8 @@ const MEMORY_MIB: u32 = 2048;
 
 pub fn command(boot: &Boot) -> Command {
     let mut c = Command::new("qemu-system-x86_64");
-    c.args(["-accel", "tcg,thread=single", "-cpu", "max", "-smp", "2"])
+    c.args(["-accel", "tcg,thread=single", "-cpu", "max"])
+        .args(["-smp", &boot.cpus.to_string()])
         .args(["-m", &MEMORY_MIB.to_string()])
         .args(["-nographic", "-no-reboot"])
         .arg("-kernel")
