@@ -353,6 +353,50 @@ pub fn our_multiset(events: &[Event], dev: (u32, u32), actions: &[&str]) -> Acti
     set
 }
 
+/// At most this many completions may be the kernel's loss in one comparison with the blk
+/// tracer ([`compare_with_ftrace`]): the kernel's counters cannot tell its loss from ours,
+/// and on these machines it loses 1-8 in 100,000 completions under load (docs/REPORT.md,
+/// "Where untraced completions come from"), rarely one in a test's few hundred (CI saw one
+/// once); a program of ours dropping completions would likely drop more.
+pub const KERNEL_LOSS_AT_MOST: u64 = 2;
+
+/// A recording's multiset ([`our_multiset`]) against the blk tracer's ([`FtraceBlk::collect`]):
+/// `Ok(None)` when they are equal; `Ok(Some(note))` when the only difference is completions
+/// the tracer holds more of, exactly `untraced` of them (the recording's completion check:
+/// completions the kernel counted that reached no BPF program, which tracefs may still
+/// record) and at most [`KERNEL_LOSS_AT_MOST`]; otherwise `Err`, a line per differing key.
+pub fn compare_with_ftrace(
+    ours: &ActionMultiset,
+    theirs: &ActionMultiset,
+    untraced: u64,
+) -> Result<Option<String>, Vec<String>> {
+    let keys: std::collections::BTreeSet<_> = ours.keys().chain(theirs.keys()).collect();
+    let (mut ftrace_surplus_c, mut other) = (0, 0);
+    let mut diff = Vec::new();
+    for key in keys {
+        let (a, b) = (ours.get(key), theirs.get(key));
+        if a != b {
+            let (a_n, b_n) = (a.copied().unwrap_or(0), b.copied().unwrap_or(0));
+            if key.0 == "C" && b_n > a_n {
+                ftrace_surplus_c += b_n - a_n;
+            } else {
+                other += 1;
+            }
+            diff.push(format!("{key:?}: ours {a:?} ftrace {b:?}"));
+        }
+    }
+    if diff.is_empty() {
+        return Ok(None);
+    }
+    if other == 0 && ftrace_surplus_c == untraced && untraced <= KERNEL_LOSS_AT_MOST {
+        return Ok(Some(format!(
+            "ftrace holds {ftrace_surplus_c} completion(s) the kernel never ran our programs \
+             for, as the recording's completion check counts: {diff:?}"
+        )));
+    }
+    Err(diff)
+}
+
 /// The kernel's ftrace `blk` tracer on one device: the same kernel code blktrace uses,
 /// readable under lockdown. Restores the tracer, the device switch and the buffer size on
 /// drop.
@@ -592,4 +636,38 @@ pub fn busy_reader(dev: &Path, iodepth: u32, secs: u32) -> anyhow::Result<Reaped
         .spawn()
         .context("starting fio")?;
     Ok(Reaped(child))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(entries: &[(&str, u64, u32, u64)]) -> ActionMultiset {
+        entries
+            .iter()
+            .map(|&(a, sector, n, count)| ((a.to_string(), sector, n), count))
+            .collect()
+    }
+
+    #[test]
+    fn the_kernels_counted_loss_is_the_only_difference_allowed() {
+        let ours = set(&[("Q", 808, 8, 2), ("D", 808, 8, 2), ("C", 808, 8, 1)]);
+        let theirs = set(&[("Q", 808, 8, 2), ("D", 808, 8, 2), ("C", 808, 8, 2)]);
+        assert_eq!(compare_with_ftrace(&ours, &ours, 0), Ok(None));
+        // One C more in ftrace, and the recording counted one untraced: the kernel's.
+        assert!(matches!(
+            compare_with_ftrace(&ours, &theirs, 1),
+            Ok(Some(_))
+        ));
+        // Not counted, or counted differently: ours.
+        assert!(compare_with_ftrace(&ours, &theirs, 0).is_err());
+        assert!(compare_with_ftrace(&ours, &theirs, 2).is_err());
+        // A C more in ours, or any other action, is never the kernel's loss.
+        assert!(compare_with_ftrace(&theirs, &ours, 1).is_err());
+        let theirs_q = set(&[("Q", 808, 8, 3), ("D", 808, 8, 2), ("C", 808, 8, 1)]);
+        assert!(compare_with_ftrace(&ours, &theirs_q, 1).is_err());
+        // More than the kernel loses here, even if counted, is not allowed.
+        let many = set(&[("Q", 808, 8, 2), ("D", 808, 8, 2), ("C", 808, 8, 4)]);
+        assert!(compare_with_ftrace(&ours, &many, 3).is_err());
+    }
 }

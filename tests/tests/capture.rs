@@ -8,9 +8,9 @@ use iosched_core::{
     record::RecordingReader,
 };
 use iosched_trace_tests::{
-    FtraceBlk, ScratchLoop, binary, busy_reader, dd, our_multiset, read_recording,
-    real_kernel_available, record, report_json, run, scheduler_available, scratch_dir,
-    tool_available,
+    FtraceBlk, ScratchLoop, binary, busy_reader, compare_with_ftrace, dd, our_multiset,
+    read_recording, real_kernel_available, record, report_json, run, scheduler_available,
+    scratch_dir, tool_available,
 };
 
 /// N direct 4 KiB writes at known offsets by one child process must give exactly N issues and
@@ -234,37 +234,12 @@ fn ftrace_blk_oracle_agrees() {
         theirs.keys().any(|(a, _, _)| a == "M"),
         "the workload produced no merges; the oracle check would be weaker than intended"
     );
-    // One difference is the kernel's, and the recording says so: a completion run in the
-    // softirq of a task whose tracing the kernel suppresses (the test machines' own agent,
-    // docs/REPORT.md "Where untraced completions come from") reaches no BPF program at all,
-    // while the blk tracer may still record it. The recording's completion check counts those
-    // from the kernel's own counters; ftrace may hold exactly that many C more than we do,
-    // and nothing else may differ.
+    // One difference is the kernel's, and the recording says so (`compare_with_ftrace`).
     let untraced = iosched_core::record::untraced_total(&rec.completions);
-    let keys: std::collections::BTreeSet<_> = ours.keys().chain(theirs.keys()).collect();
-    let (mut ftrace_surplus_c, mut other) = (0, 0);
-    let mut diff = Vec::new();
-    for key in keys {
-        let (a, b) = (ours.get(key), theirs.get(key));
-        if a != b {
-            let (a_n, b_n) = (a.copied().unwrap_or(0), b.copied().unwrap_or(0));
-            if key.0 == "C" && b_n > a_n {
-                ftrace_surplus_c += b_n - a_n;
-            } else {
-                other += 1;
-            }
-            diff.push(format!("{key:?}: ours {a:?} ftrace {b:?}"));
-        }
-    }
-    let explained = other == 0 && ftrace_surplus_c > 0 && ftrace_surplus_c == untraced;
-    if explained {
-        eprintln!(
-            "ftrace holds {ftrace_surplus_c} completion(s) the kernel never ran our programs \
-             for, as the recording's completion check counts ({untraced}): {diff:?}"
-        );
-    }
-    if !diff.is_empty() && !explained {
-        panic!(
+    match compare_with_ftrace(&ours, &theirs, untraced) {
+        Ok(None) => {}
+        Ok(Some(note)) => eprintln!("{note}"),
+        Err(diff) => panic!(
             "recording and ftrace differ on {} keys (lost {}, kernel skipped {:?}, sent {:?}, \
              read errors {:?}, {} events; the kernel's completion counters against ours: \
              {:?}):\n{}",
@@ -276,7 +251,7 @@ fn ftrace_blk_oracle_agrees() {
             rec.events.len(),
             rec.completions,
             diff.join("\n")
-        );
+        ),
     }
 }
 
