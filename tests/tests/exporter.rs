@@ -622,9 +622,13 @@ fn an_exporter_started_under_load_counts_every_request_after_it_is_ready() {
         "{untraced} untraced of {after_ready} completions\n{text}"
     );
     // Every read completed after the daemon was ready is counted (or is one of the above),
-    // and none it could not have seen.
+    // and none it could not have seen. The untraced count is a lower bound: it takes off
+    // the requests in flight when the device was first traced (at most fio's 16), so up to
+    // that many of the kernel's untraced completions (1-8 in 100,000 here, REPORT.md) can
+    // hide behind it: CI once counted 591,823 (+16 untracked, +0 untraced) of 591,841.
+    const IN_FLIGHT_AT_BASELINE: f64 = 16.0;
     assert!(
-        requests + untracked + untraced >= after_ready,
+        requests + untracked + untraced + IN_FLIGHT_AT_BASELINE >= after_ready,
         "counted {requests} (+{untracked} untracked, +{untraced} untraced) of the {after_ready} \
          reads completed after the exporter was ready\n{text}"
     );
