@@ -529,6 +529,9 @@ fn sigterm_detaches_every_program() {
 /// A fio job in the background, stopped (SIGINT, by its pid) when dropped.
 struct BackgroundFio(Option<Child>);
 
+/// The background job's reads in flight at most (fio's `--iodepth`).
+const BACKGROUND_IODEPTH: u32 = 16;
+
 impl BackgroundFio {
     fn start(dev: &std::path::Path, seconds: u32) -> BackgroundFio {
         let child = Command::new("fio")
@@ -537,11 +540,11 @@ impl BackgroundFio {
                 "--rw=randread",
                 "--bs=4k",
                 "--ioengine=libaio",
-                "--iodepth=16",
                 "--direct=1",
                 "--time_based",
                 "--output=/dev/null",
             ])
+            .arg(format!("--iodepth={BACKGROUND_IODEPTH}"))
             .arg(format!("--runtime={seconds}"))
             .arg(format!("--filename={}", dev.display()))
             .stdin(Stdio::null())
@@ -614,7 +617,7 @@ fn an_exporter_started_under_load_counts_every_request_after_it_is_ready() {
     );
     let untraced = sample_sum(&text, "iosched_untraced_completions_total", &[&device]);
     let after_ready = end - ready;
-    // Untracked: the requests already in flight when the programs came (fio keeps 16).
+    // Untracked: the requests already in flight when the programs came (fio keeps `BACKGROUND_IODEPTH`).
     assert!(untracked <= 64.0, "{untracked} untracked requests\n{text}");
     // Untraced: completions where the kernel ran no program, a few in a million here.
     assert!(
@@ -623,12 +626,11 @@ fn an_exporter_started_under_load_counts_every_request_after_it_is_ready() {
     );
     // Every read completed after the daemon was ready is counted (or is one of the above),
     // and none it could not have seen. The untraced count is a lower bound: it takes off
-    // the requests in flight when the device was first traced (at most fio's 16), so up to
-    // that many of the kernel's untraced completions (1-8 in 100,000 here, REPORT.md) can
+    // the requests in flight when the device was first traced (at most fio's iodepth), so up
+    // to that many of the kernel's untraced completions (1-8 in 100,000 here, REPORT.md) can
     // hide behind it: CI once counted 591,823 (+16 untracked, +0 untraced) of 591,841.
-    const IN_FLIGHT_AT_BASELINE: f64 = 16.0;
     assert!(
-        requests + untracked + untraced + IN_FLIGHT_AT_BASELINE >= after_ready,
+        requests + untracked + untraced + f64::from(BACKGROUND_IODEPTH) >= after_ready,
         "counted {requests} (+{untracked} untracked, +{untraced} untraced) of the {after_ready} \
          reads completed after the exporter was ready\n{text}"
     );
