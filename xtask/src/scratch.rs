@@ -135,6 +135,11 @@ impl Recorder {
         Ok(ready?)
     }
 
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.0.pid()
+    }
+
     /// Sends SIGINT, waits (bounded) and returns its exit status.
     pub fn stop(mut self) -> anyhow::Result<ExitStatus> {
         Ok(self.0.stop_with(libc::SIGINT)?)

@@ -132,7 +132,7 @@ pub fn exporter(args: &ExporterArgs) -> anyhow::Result<ExitCode> {
     for i in 1..=repeat {
         let baseline = load.measure("baseline")?;
         let exporter = ExporterChild::start(&bin, loopdev.name())?;
-        let exported = load.measure("with the exporter")?;
+        let (exported, _) = load.measure_traced("with the exporter", Some(exporter.pid()))?;
         let (scrapes, lost) = exporter.stop()?;
         scratch::check_interrupted()?;
         println!(
@@ -234,6 +234,11 @@ impl ExporterChild {
             scrapes,
             scraper: Some(scraper),
         })
+    }
+
+    /// The exporter's process id.
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// A last scrape (the requests it could not account, but for those it could not have:

@@ -92,26 +92,100 @@ impl Load {
 
     /// The load's read IOPS in the current state (`what` names it in errors).
     pub fn measure(&mut self, what: &str) -> anyhow::Result<f64> {
+        Ok(self.measure_traced(what, None)?.0)
+    }
+
+    /// The load's read IOPS while `tracer` (a pid) runs, and the tracer's CPU time over the
+    /// same span as a share of one CPU ([`CpuClock`]), printed with the samples. The share is
+    /// the tracer's userspace cost measured directly: it does not move with the machine's
+    /// other load as the IOPS do, so a change to what userspace does per event shows in it
+    /// when the ratios' spread hides it. (The programs' time is the kernel's, charged to the
+    /// tasks they interrupt, not here.)
+    pub fn measure_traced(
+        &mut self,
+        what: &str,
+        tracer: Option<u32>,
+    ) -> anyhow::Result<(f64, Option<f64>)> {
         match self {
             Load::Runs { dev, runtime } => {
-                fio(dev, *runtime).with_context(|| format!("fio run, {what}"))
+                let clock = tracer.map(CpuClock::start).transpose()?;
+                let iops = fio(dev, *runtime).with_context(|| format!("fio run, {what}"))?;
+                let share = clock.map(|c| c.share()).transpose()?;
+                if let Some(share) = share {
+                    eprintln!("  [{what}] tracer CPU {:.1}% of a CPU", share * 100.0);
+                }
+                Ok((iops, share))
             }
             Load::Windows { job, runtime } => {
-                let samples = job
-                    .window(*runtime)
+                let (samples, share) = job
+                    .window(*runtime, tracer)
                     .with_context(|| format!("window, {what}"))?;
                 eprintln!(
-                    "  [{what}] kIOPS each second: {}",
+                    "  [{what}] kIOPS each second: {}{}",
                     samples
                         .iter()
                         .map(|s| format!("{:.0}", s / 1000.0))
                         .collect::<Vec<_>>()
-                        .join(" ")
+                        .join(" "),
+                    share.map_or(String::new(), |s| format!(
+                        "; tracer CPU {:.1}% of a CPU",
+                        s * 100.0
+                    ))
                 );
-                Ok(median(samples))
+                Ok((median(samples), share))
             }
         }
     }
+}
+
+/// A process's CPU time (user and system, all its threads: `/proc/PID/stat`'s utime and
+/// stime) from a start to now, over the wall time between.
+pub struct CpuClock {
+    pid: u32,
+    cpu_s: f64,
+    at: Instant,
+}
+
+impl CpuClock {
+    pub fn start(pid: u32) -> anyhow::Result<CpuClock> {
+        Ok(CpuClock {
+            pid,
+            cpu_s: cpu_seconds(pid)?,
+            at: Instant::now(),
+        })
+    }
+
+    /// CPU seconds used since the start per wall second: 1.0 is one CPU kept busy.
+    pub fn share(&self) -> anyhow::Result<f64> {
+        let used = cpu_seconds(self.pid)? - self.cpu_s;
+        Ok(used / self.at.elapsed().as_secs_f64().max(1e-9))
+    }
+}
+
+/// User plus system CPU seconds of process `pid` so far.
+fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let path = format!("/proc/{pid}/stat");
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
+    parse_cpu_ticks(&text)
+        .map(|ticks| ticks as f64 / clock_ticks_per_second())
+        .with_context(|| format!("{path}: no utime and stime fields"))
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line. The command name (field 2)
+/// is in parentheses and may hold spaces and parentheses: fields are counted after its last
+/// `)`.
+fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 { ticks as f64 } else { 100.0 }
 }
 
 /// The bench's fio job running until dropped (then stopped, by its pid).
@@ -157,9 +231,15 @@ impl Background {
             .with_context(|| format!("{}: not a block device stat line", self.stat.display()))
     }
 
-    /// After [`SETTLE`], `seconds` one-second samples of the read IOPS.
-    fn window(&mut self, seconds: u32) -> anyhow::Result<Vec<f64>> {
+    /// After [`SETTLE`], `seconds` one-second samples of the read IOPS, and `tracer`'s CPU
+    /// share over the same seconds.
+    fn window(
+        &mut self,
+        seconds: u32,
+        tracer: Option<u32>,
+    ) -> anyhow::Result<(Vec<f64>, Option<f64>)> {
         thread::sleep(SETTLE);
+        let clock = tracer.map(CpuClock::start).transpose()?;
         let mut samples = Vec::new();
         let (mut before, mut at) = (self.reads()?, Instant::now());
         for _ in 0..seconds {
@@ -170,10 +250,11 @@ impl Background {
             samples.push(now.saturating_sub(before) as f64 / (now_at - at).as_secs_f64());
             (before, at) = (now, now_at);
         }
+        let share = clock.map(|c| c.share()).transpose()?;
         if samples.iter().all(|&s| s <= 0.0) {
             bail!("no reads completed on the device during the window");
         }
-        Ok(samples)
+        Ok((samples, share))
     }
 }
 
@@ -193,5 +274,32 @@ impl Drop for Background {
             }
             let _ = child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_are_counted_after_the_command_name_whatever_it_holds() {
+        // Fields 14 and 15 (utime 7, stime 5) after a name with a space and a parenthesis.
+        let line = "4242 (a b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 3 0 99";
+        assert_eq!(parse_cpu_ticks(line), Some(12));
+        assert_eq!(parse_cpu_ticks("4242 (x) S 1 2"), None);
+        assert_eq!(parse_cpu_ticks("no parenthesis"), None);
+    }
+
+    #[test]
+    fn this_process_uses_cpu_time_it_can_measure() {
+        let clock = CpuClock::start(std::process::id()).unwrap();
+        let started = Instant::now();
+        let mut x = 0u64;
+        while started.elapsed() < Duration::from_millis(200) {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        // A busy loop of 200 ms: some of a CPU, never more than the machine's CPUs.
+        let share = clock.share().unwrap();
+        assert!(share > 0.0 && share <= 64.0, "{share}");
     }
 }

@@ -185,14 +185,15 @@ fn with_tracer(
             let out = dir.join("bpftrace.out");
             let script = script.replace("DEV", &kernel_dev(loopdev)?.to_string());
             let child = Bpftrace::start(&script, &out)?;
-            let iops = load.measure("with bpftrace")?;
+            let pid = child.0.as_ref().map(std::process::Child::id);
+            let (iops, _) = load.measure_traced("with bpftrace", pid)?;
             child.stop()?;
             fs::remove_file(&out).with_context(|| format!("removing {}", out.display()))?;
             Ok((iops, None))
         }
         Tracer::Exporter => {
             let exporter = super::exporter::ExporterChild::start(bin, loopdev.name())?;
-            let iops = load.measure("with the exporter")?;
+            let (iops, _) = load.measure_traced("with the exporter", Some(exporter.pid()))?;
             let (_, unaccounted) = exporter.stop()?;
             Ok((iops, Some(unaccounted as u64)))
         }
