@@ -231,3 +231,37 @@ fn explain_calls_a_recording_lock_bound_only_on_a_hold_it_does_not_contradict() 
         contradicted.model_check
     );
 }
+
+#[test]
+fn explain_names_a_schedulers_cost_below_a_fifth_of_the_machine_when_none_gains_from_it() {
+    use crate::explain::{self, Verdict};
+    // 60% busy, bfq's cost a quarter of each request's CPU time: 15% of the machine's CPU
+    // time, under the 20% that names a cost by its share alone. Under none each request's
+    // cycle loses 0.6 x 1/4 of its length: 1 / 0.85 = +17.6%, more than explain's 10%.
+    let e = explain_bfq_recording(0.6, |w, _| profile(w / 8.0, w / 4.0));
+    assert!(e.model_check.reproduces(), "{:?}", e.model_check);
+    let (f, c) = sched_cost_claim(&e);
+    assert_eq!(c.bound, explain::sched_cost::Bound::Share, "{c:?}");
+    let share = c.cpu_share.unwrap();
+    assert!((share - 0.15).abs() < 0.01, "{share}");
+    let est = f.estimate.as_ref().unwrap();
+    assert!((est.change_pct - 17.6).abs() < 3.0, "{est:?}");
+    assert!(matches!(e.verdict, Verdict::Findings(_)), "{:?}", e.verdict);
+}
+
+#[test]
+fn explain_names_no_cost_too_small_to_gain_from() {
+    use crate::explain::{Cause, Verdict};
+    // 60% busy, bfq's cost 5% of each request's CPU time: none gains 1 / 0.97 = +3%.
+    let e = explain_bfq_recording(0.6, |w, _| profile(w / 40.0, w / 20.0));
+    assert!(
+        e.findings.iter().all(|f| f.cause != Cause::SchedulerCost),
+        "{:#?}",
+        e.findings
+    );
+    assert!(
+        !matches!(e.verdict, Verdict::Unnamed { .. }),
+        "{:?}",
+        e.verdict
+    );
+}

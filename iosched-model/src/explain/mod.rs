@@ -81,7 +81,7 @@ pub struct Explanation {
 }
 
 /// What the findings come to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Verdict {
     /// This many findings are faults worth their fix ([`MIN_EFFECT_PCT`] or more, or no
     /// estimate), the first the largest.
@@ -92,6 +92,9 @@ pub enum Verdict {
     WakerInjected,
     /// Nothing is wrong: no what-if gains [`MIN_EFFECT_PCT`].
     NoGain,
+    /// No cause is named, yet under `what_if` (a configuration's label) the model moves the
+    /// workload `change_pct` faster, [`MIN_EFFECT_PCT`] or more: not "nothing is wrong".
+    Unnamed { what_if: String, change_pct: f64 },
     /// The model does not reproduce the recording ([`ModelCheck`]): its findings (this
     /// many) are guesses, and "nothing is wrong" is not a conclusion it can draw.
     Unreliable(usize),
@@ -105,7 +108,11 @@ pub fn explain(
     recorded_report: &Report,
 ) -> Result<Explanation, ReplayError> {
     let cx = Context::new(r, recorded, recorded_report)?;
-    let (mut findings, replays) = runner::diagnose(&cx, DIAGNOSES)?;
+    let runner::Diagnosed {
+        mut findings,
+        replays,
+        fastest,
+    } = runner::diagnose(&cx, DIAGNOSES)?;
     findings.sort_by(|a, b| {
         let e = |f: &Finding| f.estimate.as_ref().map_or(0.0, |e| e.change_pct.abs());
         e(b).total_cmp(&e(a))
@@ -137,17 +144,13 @@ pub fn explain(
         )
     });
     let model_check = crate::model_check::check(r, recorded, base);
-    let verdict = if !model_check.reproduces() {
-        Verdict::Unreliable(significant)
-    } else if significant > 0 {
-        Verdict::Findings(significant)
-    } else if findings.iter().any(|f| f.cause == Cause::WakerHandled) {
-        Verdict::WakerHandled
-    } else if injected {
-        Verdict::WakerInjected
-    } else {
-        Verdict::NoGain
-    };
+    let verdict = verdict(
+        model_check.reproduces(),
+        significant,
+        findings.iter().any(|f| f.cause == Cause::WakerHandled),
+        injected,
+        fastest,
+    );
     let w = &r.workload;
     Ok(Explanation {
         continued: base.continued.clone(),
@@ -160,6 +163,35 @@ pub fn explain(
         throttling: w.throttle.clone(),
         replays,
     })
+}
+
+/// What the findings come to: `significant` of them worth their fix, whether BFQ handled or
+/// injected for a waker, and the fastest what-if on the recording as it is (its label and
+/// throughput change, %).
+fn verdict(
+    reproduces: bool,
+    significant: usize,
+    waker_handled: bool,
+    injected: bool,
+    fastest: Option<(String, f64)>,
+) -> Verdict {
+    if !reproduces {
+        Verdict::Unreliable(significant)
+    } else if significant > 0 {
+        Verdict::Findings(significant)
+    } else if let Some((what_if, change_pct)) = fastest.filter(|(_, c)| *c >= MIN_EFFECT_PCT) {
+        // Before BFQ's "nothing is wrong" verdicts too: none may contradict a what-if.
+        Verdict::Unnamed {
+            what_if,
+            change_pct,
+        }
+    } else if waker_handled {
+        Verdict::WakerHandled
+    } else if injected {
+        Verdict::WakerInjected
+    } else {
+        Verdict::NoGain
+    }
 }
 
 /// A finding as data: its cause, what it claims, its evidence, and the model's estimate of
@@ -274,5 +306,43 @@ impl From<throttling::Evidence> for Evidence {
 impl From<OtherEnd> for Evidence {
     fn from(e: OtherEnd) -> Evidence {
         Evidence::OtherEnd(e)
+    }
+}
+
+#[cfg(test)]
+mod verdict_tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_wrong_only_where_no_what_if_gains_the_minimum() {
+        let fast = |c: f64| Some(("none".to_string(), c));
+        assert_eq!(
+            verdict(true, 0, false, false, fast(21.0)),
+            Verdict::Unnamed {
+                what_if: "none".into(),
+                change_pct: 21.0
+            }
+        );
+        assert_eq!(verdict(true, 0, false, false, fast(9.9)), Verdict::NoGain);
+        assert_eq!(verdict(true, 0, false, false, None), Verdict::NoGain);
+        // Findings and an unreliable model say what they say first; BFQ's handled waker
+        // is "nothing is wrong" only where no what-if gains.
+        assert_eq!(
+            verdict(true, 2, false, false, fast(50.0)),
+            Verdict::Findings(2)
+        );
+        assert_eq!(
+            verdict(false, 0, false, false, fast(50.0)),
+            Verdict::Unreliable(0)
+        );
+        assert!(matches!(
+            verdict(true, 0, true, true, fast(50.0)),
+            Verdict::Unnamed { .. }
+        ));
+        assert_eq!(
+            verdict(true, 0, true, false, fast(5.0)),
+            Verdict::WakerHandled
+        );
+        assert_eq!(verdict(true, 0, false, true, None), Verdict::WakerInjected);
     }
 }

@@ -254,10 +254,20 @@ impl Runs<'_> {
 
 /// Every diagnosis's findings, in order, and how many replays they took (the replay as
 /// recorded included).
+/// What [`diagnose`] found: the findings, the replays it ran (the one as recorded
+/// included), and the configuration among the what-ifs on the recording as it is under which
+/// the model moved the workload most, with its throughput change against the replay as
+/// recorded, %: a verdict of "nothing is wrong" must not contradict it.
+pub(super) struct Diagnosed {
+    pub findings: Vec<Finding>,
+    pub replays: usize,
+    pub fastest: Option<(String, f64)>,
+}
+
 pub(super) fn diagnose(
     cx: &Context,
     diagnoses: &[&dyn Diagnosis],
-) -> Result<(Vec<Finding>, usize), ReplayError> {
+) -> Result<Diagnosed, ReplayError> {
     let mut runs = Runs {
         cx,
         done: Vec::new(),
@@ -273,7 +283,23 @@ pub(super) fn diagnose(
         let found = d.judge(cx, &runs, &findings);
         findings.extend(found);
     }
-    Ok((findings, 1 + runs.done.len()))
+    let base_mb_s = cx.base_run.summary.mb_per_s;
+    let fastest = runs
+        .done
+        .iter()
+        .filter(|(w, _)| w.on == On::Recorded && base_mb_s > 0.0)
+        .map(|(w, run)| {
+            (
+                w.config.label.clone(),
+                100.0 * (run.summary.mb_per_s / base_mb_s - 1.0),
+            )
+        })
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    Ok(Diagnosed {
+        findings,
+        replays: 1 + runs.done.len(),
+        fastest,
+    })
 }
 
 #[cfg(test)]
@@ -339,7 +365,9 @@ mod tests {
             follow_up: None,
             got: RefCell::default(),
         };
-        let (findings, replays) = diagnose(&cx, &[&one, &two]).unwrap();
+        let Diagnosed {
+            findings, replays, ..
+        } = diagnose(&cx, &[&one, &two]).unwrap();
         assert!(findings.is_empty());
         // The recorded configuration, mq-deadline, bfq:slice_idle=0.
         assert_eq!(replays, 3);

@@ -77,7 +77,7 @@ pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
     }
     out.push('\n');
     if e.findings.is_empty() {
-        let _ = writeln!(out, "{}", verdict_text(e.verdict));
+        let _ = writeln!(out, "{}", verdict_text(&e.verdict));
         return out;
     }
     for (i, f) in e.findings.iter().enumerate() {
@@ -112,7 +112,7 @@ pub fn render_explain(r: &Replayer, e: &Explanation) -> String {
             range_end_line(&mut out, est);
         }
     }
-    let _ = writeln!(out, "\n{}", verdict_text(e.verdict));
+    let _ = writeln!(out, "\n{}", verdict_text(&e.verdict));
     out
 }
 
@@ -208,13 +208,13 @@ pub fn explain_json<'a>(r: &'a Replayer, e: &'a Explanation) -> ExplanationJson<
                 alternatives: f.alternatives.iter().map(estimate).collect(),
             })
             .collect(),
-        verdict: verdict_text(e.verdict),
+        verdict: verdict_text(&e.verdict),
         continued: e.continued.as_ref(),
         throttling: &e.throttling,
     }
 }
 
-fn verdict_text(v: Verdict) -> String {
+fn verdict_text(v: &Verdict) -> String {
     match v {
         Verdict::Findings(n) => {
             format!("{n} finding(s); the first has the largest estimated effect")
@@ -229,6 +229,13 @@ fn verdict_text(v: Verdict) -> String {
         Verdict::NoGain => "nothing is wrong: no change of scheduler or tunable the model tried \
                             would gain 10% or more"
             .to_string(),
+        Verdict::Unnamed {
+            what_if,
+            change_pct,
+        } => format!(
+            "no cause named: none of the causes explain knows fits, yet under {what_if} the \
+             model moves the workload {change_pct:+.0}% (`replay --compare {what_if}` shows it)"
+        ),
         Verdict::Unreliable(n) => format!(
             "no conclusion: the model does not reproduce this recording (see the first line), so \
              it cannot say what is wrong or that nothing is; {n} finding(s) above are its \
