@@ -252,8 +252,6 @@ impl Runs<'_> {
     }
 }
 
-/// Every diagnosis's findings, in order, and how many replays they took (the replay as
-/// recorded included).
 /// What [`diagnose`] found: the findings, the replays it ran (the one as recorded
 /// included), and the configuration among the what-ifs on the recording as it is under which
 /// the model moved the workload most, with its throughput change against the replay as
@@ -264,6 +262,8 @@ pub(super) struct Diagnosed {
     pub fastest: Option<(String, f64)>,
 }
 
+/// Runs every diagnosis's what-ifs (each distinct one once), then their follow-ups, then
+/// judges them in order.
 pub(super) fn diagnose(
     cx: &Context,
     diagnoses: &[&dyn Diagnosis],
