@@ -617,7 +617,8 @@ fn an_exporter_started_under_load_counts_every_request_after_it_is_ready() {
     );
     let untraced = sample_sum(&text, "iosched_untraced_completions_total", &[&device]);
     let after_ready = end - ready;
-    // Untracked: the requests already in flight when the programs came (fio keeps `BACKGROUND_IODEPTH`).
+    // Untracked: the requests already in flight when the programs came (fio keeps
+    // `BACKGROUND_IODEPTH`).
     assert!(untracked <= 64.0, "{untracked} untracked requests\n{text}");
     // Untraced: completions where the kernel ran no program, a few in a million here.
     assert!(

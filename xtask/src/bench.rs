@@ -289,7 +289,7 @@ fn fio_while_recording(
 ) -> anyhow::Result<f64> {
     let mut recorder = Recorder::start_with(bin, loopdev, trace, options)?;
     recorder.wait_ready(READY_TIMEOUT)?;
-    let (iops, _) = load.measure_traced(&format!("with the {what}"), recorder.pid())?;
+    let iops = load.measure_traced(&format!("with the {what}"), recorder.pid())?;
     let status = recorder.stop()?;
     if !status.success() {
         bail!("the {what} exited with {status} after SIGINT; see its output above");
@@ -438,7 +438,7 @@ fn fio_while_live(
     load: &mut Load,
 ) -> anyhow::Result<(f64, u64)> {
     let live = LiveChild::start(bin, loopdev, extra)?;
-    let (iops, _) = load.measure_traced("with live", Some(live.child.id()))?;
+    let iops = load.measure_traced("with live", Some(live.child.id()))?;
     let lost = live.stop()?;
     scratch::check_interrupted()?;
     Ok((iops, lost))

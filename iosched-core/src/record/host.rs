@@ -33,6 +33,18 @@ pub struct CpuSample {
     pub online_cpus: u32,
 }
 
+/// `(ppid, utime + stime + cutime + cstime)` of a `/proc/PID/stat` line (proc(5): fields
+/// 4 and 14-17; the command name in parentheses may hold spaces and parentheses, so fields
+/// are counted after the last `)`). The recorder sums it over the machine's other processes;
+/// the benches read a tracer's own with it.
+pub fn parse_pid_stat_cpu(text: &str) -> Option<(u32, u64)> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let num = |i: usize| f.get(i)?.parse::<u64>().ok();
+    let ppid = u32::try_from(num(1)?).ok()?;
+    Some((ppid, num(11)? + num(12)? + num(13)? + num(14)?))
+}
+
 /// CPU use over an interval: the difference of two samples.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CpuUse {
@@ -204,6 +216,15 @@ impl HostProfile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pid_stat_cpu_is_counted_after_the_command_name() {
+        let line = "1234 (a (b) c) S 77 1234 1234 0 -1 4194560 100 0 0 0 30 12 5 3 20 0 1 0 \
+                    100 1000 10 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        assert_eq!(parse_pid_stat_cpu(line), Some((77, 50)));
+        assert_eq!(parse_pid_stat_cpu("1 (x) S"), None);
+        assert_eq!(parse_pid_stat_cpu("no parenthesis"), None);
+    }
 
     fn sample(ts: u64, busy: u64, idle: u64, rec: u64) -> CpuSample {
         CpuSample {

@@ -24,7 +24,9 @@ pub use codec::{
     CHUNK_HEADER_LEN, CHUNK_MAGIC, EVENT_RECORD_SIZE, EVENTS_PREFIX_LEN, FILE_HEADER_LEN,
     FILE_MAGIC, FORMAT_MAJOR, FORMAT_MINOR, MAX_CHUNK_PAYLOAD, chunk_crc, chunk_type,
 };
-pub use host::{CpuSample, CpuUse, DEFAULT_COSTS_SOURCE, HostProfile, SchedCost};
+pub use host::{
+    CpuSample, CpuUse, DEFAULT_COSTS_SOURCE, HostProfile, SchedCost, parse_pid_stat_cpu,
+};
 pub use order::{ChunkOrdered, TimeOrdered, Timed};
 pub use reader::{EventRef, RecordingReader};
 pub use sysfs::active_scheduler;

@@ -132,7 +132,7 @@ pub fn exporter(args: &ExporterArgs) -> anyhow::Result<ExitCode> {
     for i in 1..=repeat {
         let baseline = load.measure("baseline")?;
         let exporter = ExporterChild::start(&bin, loopdev.name())?;
-        let (exported, _) = load.measure_traced("with the exporter", Some(exporter.pid()))?;
+        let exported = load.measure_traced("with the exporter", Some(exporter.pid()))?;
         let (scrapes, lost) = exporter.stop()?;
         scratch::check_interrupted()?;
         println!(

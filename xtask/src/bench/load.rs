@@ -22,7 +22,7 @@ use std::{
 
 use anyhow::{Context as _, bail};
 use clap::Args;
-use iosched_core::record::DiskCounters;
+use iosched_core::record::{DiskCounters, parse_pid_stat_cpu};
 use iosched_testbed::loop_device::LoopDevice;
 
 use super::{fio, fio_command, median};
@@ -92,29 +92,25 @@ impl Load {
 
     /// The load's read IOPS in the current state (`what` names it in errors).
     pub fn measure(&mut self, what: &str) -> anyhow::Result<f64> {
-        Ok(self.measure_traced(what, None)?.0)
+        self.measure_traced(what, None)
     }
 
-    /// The load's read IOPS while `tracer` (a pid) runs, and the tracer's CPU time over the
-    /// same span as a share of one CPU ([`CpuClock`]), printed with the samples. The share is
+    /// The load's read IOPS while `tracer` (a pid) runs; the tracer's CPU time over the same
+    /// span, as a share of one CPU ([`CpuClock`]), is printed with the samples. The share is
     /// the tracer's userspace cost measured directly: it does not move with the machine's
     /// other load as the IOPS do, so a change to what userspace does per event shows in it
     /// when the ratios' spread hides it. (The programs' time is the kernel's, charged to the
     /// tasks they interrupt, not here.)
-    pub fn measure_traced(
-        &mut self,
-        what: &str,
-        tracer: Option<u32>,
-    ) -> anyhow::Result<(f64, Option<f64>)> {
+    pub fn measure_traced(&mut self, what: &str, tracer: Option<u32>) -> anyhow::Result<f64> {
+        let cpu = |share: f64| format!("tracer CPU {:.1}% of a CPU", share * 100.0);
         match self {
             Load::Runs { dev, runtime } => {
                 let clock = tracer.map(CpuClock::start).transpose()?;
                 let iops = fio(dev, *runtime).with_context(|| format!("fio run, {what}"))?;
-                let share = clock.map(|c| c.share()).transpose()?;
-                if let Some(share) = share {
-                    eprintln!("  [{what}] tracer CPU {:.1}% of a CPU", share * 100.0);
+                if let Some(c) = clock {
+                    eprintln!("  [{what}] {}", cpu(c.share()?));
                 }
-                Ok((iops, share))
+                Ok(iops)
             }
             Load::Windows { job, runtime } => {
                 let (samples, share) = job
@@ -127,27 +123,24 @@ impl Load {
                         .map(|s| format!("{:.0}", s / 1000.0))
                         .collect::<Vec<_>>()
                         .join(" "),
-                    share.map_or(String::new(), |s| format!(
-                        "; tracer CPU {:.1}% of a CPU",
-                        s * 100.0
-                    ))
+                    share.map_or(String::new(), |s| format!("; {}", cpu(s)))
                 );
-                Ok((median(samples), share))
+                Ok(median(samples))
             }
         }
     }
 }
 
-/// A process's CPU time (user and system, all its threads: `/proc/PID/stat`'s utime and
-/// stime) from a start to now, over the wall time between.
-pub struct CpuClock {
+/// A process's CPU time (`/proc/PID/stat`: user and system, all its threads) from a start
+/// to now, over the wall time between.
+struct CpuClock {
     pid: u32,
     cpu_s: f64,
     at: Instant,
 }
 
 impl CpuClock {
-    pub fn start(pid: u32) -> anyhow::Result<CpuClock> {
+    fn start(pid: u32) -> anyhow::Result<CpuClock> {
         Ok(CpuClock {
             pid,
             cpu_s: cpu_seconds(pid)?,
@@ -156,30 +149,19 @@ impl CpuClock {
     }
 
     /// CPU seconds used since the start per wall second: 1.0 is one CPU kept busy.
-    pub fn share(&self) -> anyhow::Result<f64> {
+    fn share(&self) -> anyhow::Result<f64> {
         let used = cpu_seconds(self.pid)? - self.cpu_s;
         Ok(used / self.at.elapsed().as_secs_f64().max(1e-9))
     }
 }
 
-/// User plus system CPU seconds of process `pid` so far.
+/// CPU seconds of process `pid` so far (all its threads, and its children reaped).
 fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
     let path = format!("/proc/{pid}/stat");
     let text = fs::read_to_string(&path).with_context(|| format!("reading {path}"))?;
-    parse_cpu_ticks(&text)
-        .map(|ticks| ticks as f64 / clock_ticks_per_second())
-        .with_context(|| format!("{path}: no utime and stime fields"))
-}
-
-/// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line. The command name (field 2)
-/// is in parentheses and may hold spaces and parentheses: fields are counted after its last
-/// `)`.
-fn parse_cpu_ticks(stat: &str) -> Option<u64> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    let mut fields = after.split_whitespace().skip(11);
-    let utime: u64 = fields.next()?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
+    parse_pid_stat_cpu(&text)
+        .map(|(_, ticks)| ticks as f64 / clock_ticks_per_second())
+        .with_context(|| format!("{path}: no CPU time fields"))
 }
 
 fn clock_ticks_per_second() -> f64 {
@@ -280,15 +262,6 @@ impl Drop for Background {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_ticks_are_counted_after_the_command_name_whatever_it_holds() {
-        // Fields 14 and 15 (utime 7, stime 5) after a name with a space and a parenthesis.
-        let line = "4242 (a b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 3 0 99";
-        assert_eq!(parse_cpu_ticks(line), Some(12));
-        assert_eq!(parse_cpu_ticks("4242 (x) S 1 2"), None);
-        assert_eq!(parse_cpu_ticks("no parenthesis"), None);
-    }
 
     #[test]
     fn this_process_uses_cpu_time_it_can_measure() {

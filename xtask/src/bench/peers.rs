@@ -186,14 +186,14 @@ fn with_tracer(
             let script = script.replace("DEV", &kernel_dev(loopdev)?.to_string());
             let child = Bpftrace::start(&script, &out)?;
             let pid = child.0.as_ref().map(std::process::Child::id);
-            let (iops, _) = load.measure_traced("with bpftrace", pid)?;
+            let iops = load.measure_traced("with bpftrace", pid)?;
             child.stop()?;
             fs::remove_file(&out).with_context(|| format!("removing {}", out.display()))?;
             Ok((iops, None))
         }
         Tracer::Exporter => {
             let exporter = super::exporter::ExporterChild::start(bin, loopdev.name())?;
-            let (iops, _) = load.measure_traced("with the exporter", Some(exporter.pid()))?;
+            let iops = load.measure_traced("with the exporter", Some(exporter.pid()))?;
             let (_, unaccounted) = exporter.stop()?;
             Ok((iops, Some(unaccounted as u64)))
         }
