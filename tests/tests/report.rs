@@ -212,9 +212,19 @@ fn nomerges_turns_the_merge_ratio_to_one() {
         let d = &report["devices"][0];
         let dd_proc = processes(&report, "dd");
         assert_eq!(dd_proc.len(), 1);
-        // 4000 data bios (and fsync's flush) all from dd.
+        // 4000 data bios (and fsync's flush). Most are dd's, but writeback started by
+        // anything else on the machine (a `sync`) writes some of dd's dirty pages from a
+        // kworker, charged to it (1,060 pages once in CI): every byte is somebody's, so
+        // the writers' bytes together are exactly dd's.
         assert!(u(&d["bios_queued"]) >= 4000);
-        assert_eq!(u(&dd_proc[0]["bytes"]), 4000 * 4096);
+        let written: u64 = report["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| u(&p["write"]["bytes"]))
+            .sum();
+        assert_eq!(written, 4000 * 4096);
+        assert!(u(&dd_proc[0]["write"]["bytes"]) > 0);
         ratios.push((
             f(&d["merge_ratio"]),
             u(&d["bios_queued"]),
