@@ -81,7 +81,9 @@ fn snapshot() -> Snapshot {
         SDA,
         DevState {
             in_sched: 3,
-            in_driver: u64::MAX, // -1: clamped to 0
+            // In the driver: -1, clamped to 0.
+            entered_driver: 4,
+            left_driver: 5,
             merges_back: 7,
             ..DevState::default()
         },
