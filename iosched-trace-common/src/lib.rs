@@ -508,8 +508,9 @@ pub mod exporter {
     }
 
     impl DevState {
-        /// Requests issued and not completed or requeued (as i64: negative for a moment
-        /// when a completion is counted before its issue, on another CPU).
+        /// Requests issued and not completed or requeued (as i64). A scrape reads the two
+        /// counters a moment apart, so the requests that came and went in between can make
+        /// it off by a few, even negative (shown as 0).
         #[inline(always)]
         pub fn in_driver(&self) -> u64 {
             self.entered_driver.wrapping_sub(self.left_driver)

@@ -163,12 +163,17 @@ fn rq_held() -> Option<*mut u64> {
     EXP_RQ_HELD.get_ptr_mut(0)
 }
 
+/// Whether `EXP_RQ` holds any request.
+#[inline(always)]
+fn any_held() -> bool {
+    // SAFETY: a pointer into the array's value.
+    rq_held().is_some_and(|held| unsafe { core::ptr::read_volatile(held) } != 0)
+}
+
 /// `rq`'s state kept in `EXP_RQ`, if `EXP_RQ` holds any.
 #[inline(always)]
 fn rq_state_held(rq: u64) -> Option<*mut RqState> {
-    let held = rq_held()?;
-    // SAFETY: a pointer into the array's value.
-    if unsafe { core::ptr::read_volatile(held) } == 0 {
+    if !any_held() {
         return None;
     }
     EXP_RQ.get_ptr_mut(rq)
@@ -258,7 +263,7 @@ fn forget_rq(rq: u64) {
             }
         }
     }
-    if rq_state_held(rq).is_some() {
+    if any_held() {
         release_held(rq);
     }
 }
