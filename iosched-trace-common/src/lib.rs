@@ -473,48 +473,29 @@ pub mod exporter {
     }
 
     /// `EXP_DEV_SLOTS`' value, per whole disk: depths and the idle interval open now. Shared by
-    /// every CPU: the counters change by atomic adds only. Laid out by who writes what, a
-    /// cache line each with the slot's key: what every program reads and few write (the
-    /// key, the scheduler's depth, the open idle interval), what issues write (on the
-    /// submitting CPUs) and what completions write (often on others). With the driver's
-    /// depth one counter that both changed, and the key beside it, every issue and every
-    /// completion took the line from the other CPU: about 60 ns each (bpf_stats).
+    /// every CPU: the counters change by atomic adds only.
     #[repr(C)]
     #[derive(Clone, Copy, Debug, Default)]
     pub struct DevState {
         /// Requests inserted into the scheduler and not issued since (as i64).
         pub in_sched: u64,
+        /// Requests issued and not completed or requeued (as i64).
+        pub in_driver: u64,
         /// Start of the open idle interval (the driver empty while requests wait), 0: none.
         pub idle_since: u64,
         /// Whom the open interval idles for: the cgroup of the request that completed last.
         pub idle_cgroup: u64,
-        pub _read_mostly_pad: [u64; 4],
-        /// Requests issued to the driver (its depth: [`DevState::in_driver`]).
-        pub entered_driver: u64,
-        pub merges_back: u64,
-        pub merges_front: u64,
-        pub merges_rq: u64,
-        pub _issue_pad: [u64; 4],
-        /// Requests that left the driver: completed, or requeued.
-        pub left_driver: u64,
         /// The cgroup of the last request completed.
         pub last_cgroup: u64,
         pub requeues: u64,
+        pub merges_back: u64,
+        pub merges_front: u64,
+        pub merges_rq: u64,
         /// Final completions the programs saw, whether or not they had seen the request
         /// before, by the kernel's accounting group (`COMPLETED_*`): what userspace holds
         /// against the device's own counters (`/sys/block/DEV/stat`) to count the
         /// completions that never reached the programs.
         pub completed: [u64; COMPLETED_GROUPS],
-    }
-
-    impl DevState {
-        /// Requests issued and not completed or requeued (as i64). A scrape reads the two
-        /// counters a moment apart, so the requests that came and went in between can make
-        /// it off by a few, even negative (shown as 0).
-        #[inline(always)]
-        pub fn in_driver(&self) -> u64 {
-            self.entered_driver.wrapping_sub(self.left_driver)
-        }
     }
 
     /// [`DevState::completed`]'s groups: the kernel's `op_stat_group` (reads, writes,
@@ -551,9 +532,8 @@ pub mod exporter {
     /// ([`dev_slot`]), the next slots tried when taken (up to [`SLOT_PROBES`] in all). An array slot is found
     /// without a helper call, where a hash map's lookup at every issue and completion cost
     /// about a quarter of those programs (bpf_stats, four alternating runs each: issue 338 ->
-    /// 250 ns, completion 306 -> 235). Three cache lines (see [`DevState`]'s layout; the
-    /// map is mappable, so its values start at a page), which also keeps neighbouring
-    /// devices' counters apart.
+    /// 250 ns, completion 306 -> 235). Two cache lines: neighbouring devices' counters change
+    /// on every CPU.
     #[repr(C)]
     #[derive(Clone, Copy, Debug, Default)]
     pub struct DevSlot {
@@ -561,7 +541,7 @@ pub mod exporter {
         /// (the whole slot zeroed) once the device is gone.
         pub key: u64,
         pub st: DevState,
-        pub _pad: [u64; 1],
+        pub _pad: [u64; 2],
     }
 
     /// [`DevSlot::key`] of a slot that holds `dev` (a device number can be 0).
@@ -702,11 +682,7 @@ pub mod exporter {
     const _: () = assert!(core::mem::size_of::<RqSlot>() == 64);
     const _: () = assert!(core::mem::size_of::<DevOpCgroup>() == 16);
     const _: () = assert!(core::mem::size_of::<DevCgroup>() == 16);
-    const _: () = assert!(core::mem::size_of::<DevSlot>() == 192);
-    // The lines of `DevState`'s layout: the issue side's from byte 64 of the slot, the
-    // completion side's from byte 128.
-    const _: () = assert!(8 + core::mem::offset_of!(DevState, entered_driver) == 64);
-    const _: () = assert!(8 + core::mem::offset_of!(DevState, left_driver) == 128);
+    const _: () = assert!(core::mem::size_of::<DevSlot>() == 128);
     const _: () = assert!(core::mem::size_of::<CgSlot>() == 1152);
 
     #[cfg(feature = "user")]

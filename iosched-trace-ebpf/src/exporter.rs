@@ -34,13 +34,6 @@ static EXP_RQ_SLOTS: Array<RqSlot> = Array::with_max_entries(RQ_SLOTS, 0);
 #[map(name = "EXP_RQ")]
 static EXP_RQ: HashMap<u64, RqState> = HashMap::with_max_entries(16384, 0);
 
-/// Entry 0: how many requests `EXP_RQ` holds. Nearly always 0, and then a request not in
-/// its slot is in no table: the lookup in `EXP_RQ` (a helper call, a bucket's lock-free
-/// walk) is skipped at every first sight. Written only when `EXP_RQ` changes, so the line
-/// stays in every CPU's cache.
-#[map(name = "EXP_RQ_HELD")]
-static EXP_RQ_HELD: Array<u64> = Array::with_max_entries(1, 0);
-
 /// The last bios queued on each CPU (`RecentBios`): where a request's first sight finds its
 /// first bio's Q.
 #[map(name = "EXP_RECENT")]
@@ -157,28 +150,6 @@ fn slot_of(rq: u64) -> Option<*mut RqSlot> {
     EXP_RQ_SLOTS.get_ptr_mut(rq_slot(u64::from(low_bits(rq))))
 }
 
-/// `EXP_RQ_HELD`'s counter.
-#[inline(always)]
-fn rq_held() -> Option<*mut u64> {
-    EXP_RQ_HELD.get_ptr_mut(0)
-}
-
-/// Whether `EXP_RQ` holds any request.
-#[inline(always)]
-fn any_held() -> bool {
-    // SAFETY: a pointer into the array's value.
-    rq_held().is_some_and(|held| unsafe { core::ptr::read_volatile(held) } != 0)
-}
-
-/// `rq`'s state kept in `EXP_RQ`, if `EXP_RQ` holds any.
-#[inline(always)]
-fn rq_state_held(rq: u64) -> Option<*mut RqState> {
-    if !any_held() {
-        return None;
-    }
-    EXP_RQ.get_ptr_mut(rq)
-}
-
 /// `rq`'s state: in its slot if the slot holds it, else in `EXP_RQ`.
 #[inline(always)]
 fn rq_state(rq: u64) -> Option<*mut RqState> {
@@ -190,65 +161,27 @@ fn rq_state(rq: u64) -> Option<*mut RqState> {
             }
         }
     }
-    rq_state_held(rq)
+    EXP_RQ.get_ptr_mut(rq)
 }
 
-/// Where [`claim_rq`] found a request's state.
-enum Claimed {
-    /// Kept since an earlier sight (an insert before this issue), or left by a lost
-    /// completion, which the request's next life takes over as it is.
-    Known(*mut RqState),
-    /// A place for a new state, which the caller fills.
-    New(*mut RqState),
-}
-
-/// `rq`'s state at an insert or issue. The slot is claimed first, by compare-and-swap:
-/// claiming is what a new request (nearly all) needs, and the atomic instruction takes the
-/// line (last written by the CPU that completed the slot's previous request) in one step,
-/// where reading it first took it twice. A state kept in `EXP_RQ` while another request held
-/// the slot moves into the slot. `None` if neither table had room.
+/// Keeps `st` as `rq`'s state: in its slot if free (or already `rq`'s: a state left by a
+/// lost completion, which the request's next life replaces), else in `EXP_RQ`. False if
+/// neither had room.
 #[inline(always)]
-fn claim_rq(rq: u64) -> Option<Claimed> {
+fn keep_rq_state(rq: u64, st: &RqState) -> bool {
     if let Some(slot) = slot_of(rq) {
         // SAFETY: pointers into the array's value; the slot is ours once claimed, and the
         // request cannot be seen elsewhere before this program returns (the tracepoints
         // fire before the request is handed on).
         unsafe {
             let was = cmpxchg(&raw mut (*slot).rq, 0, rq);
-            if was == rq {
-                return Some(Claimed::Known(&raw mut (*slot).st));
-            }
-            if was == 0 {
-                let st = &raw mut (*slot).st;
-                if let Some(kept) = rq_state_held(rq) {
-                    *st = *kept;
-                    release_held(rq);
-                    return Some(Claimed::Known(st));
-                }
-                return Some(Claimed::New(st));
+            if was == 0 || was == rq {
+                (*slot).st = *st;
+                return true;
             }
         }
     }
-    if let Some(kept) = rq_state_held(rq) {
-        return Some(Claimed::Known(kept));
-    }
-    EXP_RQ.insert(rq, RqState::default(), 0).ok()?;
-    if let Some(held) = rq_held() {
-        // SAFETY: a pointer into the array's value.
-        unsafe { xadd(held, 1) };
-    }
-    EXP_RQ.get_ptr_mut(rq).map(Claimed::New)
-}
-
-/// Removes `rq`'s entry from `EXP_RQ`, if there is one.
-#[inline(always)]
-fn release_held(rq: u64) {
-    if EXP_RQ.remove(rq).is_ok()
-        && let Some(held) = rq_held()
-    {
-        // SAFETY: a pointer into the array's value.
-        unsafe { xadd(held, u64::MAX) };
-    }
+    EXP_RQ.insert(rq, st, 0).is_ok()
 }
 
 /// Frees `rq`'s state (after it completed or was merged away).
@@ -263,9 +196,7 @@ fn forget_rq(rq: u64) {
             }
         }
     }
-    if any_held() {
-        release_held(rq);
-    }
+    let _ = EXP_RQ.remove(rq);
 }
 
 #[inline(always)]
@@ -479,9 +410,9 @@ fn bio_start(bio: u64, held: Option<&Held>) -> Option<BioStart> {
 }
 
 /// A first sight of request `rq`: its state with its first bio's Q and cgroup (`bio_start`),
-/// and `d_ns` and `flags` as given.
+/// and `d_ns` and `flags` as given. `None` if `EXP_RQ` is full.
 #[inline(always)]
-fn first_sight(rq: u64, d_ns: u64, flags: u32, held: Option<&Held>) -> RqState {
+fn new_rq_state(rq: u64, d_ns: u64, flags: u32, held: Option<&Held>) -> Option<RqState> {
     let bio: u64 = load(rq, config!(off.rq_bio));
     let mut st = RqState {
         d_ns,
@@ -495,7 +426,11 @@ fn first_sight(rq: u64, d_ns: u64, flags: u32, held: Option<&Held>) -> RqState {
         }
         None => count(stat::NO_QUEUE_TIME),
     }
-    st
+    if !keep_rq_state(rq, &st) {
+        count(stat::RQ_FULL);
+        return None;
+    }
+    Some(st)
 }
 
 #[inline(always)]
@@ -574,22 +509,22 @@ pub fn exp_rq_insert(ctx: BtfTracePointContext) -> i32 {
     };
     // SAFETY: pointers into EXP_RQ's and EXP_DEV_SLOTS' values.
     unsafe {
-        match claim_rq(rq) {
+        match rq_state(rq) {
             // Inserted again after a requeue (or twice: counted once).
-            Some(Claimed::Known(st)) => {
+            Some(st) => {
                 if (*st).flags & RQ_INSERTED != 0 {
                     return 0;
                 }
                 (*st).flags |= RQ_INSERTED;
             }
-            Some(Claimed::New(st)) => *st = first_sight(rq, 0, RQ_INSERTED, held),
             None => {
-                count(stat::RQ_FULL);
-                return 0;
+                if new_rq_state(rq, 0, RQ_INSERTED, held).is_none() {
+                    return 0;
+                }
             }
         }
         xadd(&raw mut (*dst).in_sched, 1);
-        if (*dst).in_driver() == 0 && (*dst).idle_since == 0 {
+        if (*dst).in_driver == 0 && (*dst).idle_since == 0 {
             (*dst).idle_cgroup = (*dst).last_cgroup;
             (*dst).idle_since = now();
         }
@@ -614,8 +549,8 @@ pub fn exp_rq_issue(ctx: BtfTracePointContext) -> i32 {
     let t = now();
     // SAFETY: pointers into EXP_RQ's and EXP_DEV_SLOTS' values.
     unsafe {
-        match claim_rq(rq) {
-            Some(Claimed::Known(st)) => {
+        match rq_state(rq) {
+            Some(st) => {
                 (*st).d_ns = t;
                 if (*st).flags & RQ_INSERTED != 0 {
                     xadd(&raw mut (*dst).in_sched, u64::MAX);
@@ -623,17 +558,15 @@ pub fn exp_rq_issue(ctx: BtfTracePointContext) -> i32 {
                 let was_issued = (*st).flags & RQ_ISSUED != 0;
                 (*st).flags = RQ_ISSUED;
                 if !was_issued {
-                    xadd(&raw mut (*dst).entered_driver, 1);
+                    xadd(&raw mut (*dst).in_driver, 1);
                 }
             }
             // Issued directly, never inserted: the common path of a fast device.
-            Some(Claimed::New(st)) => {
-                *st = first_sight(rq, t, RQ_ISSUED, held);
-                xadd(&raw mut (*dst).entered_driver, 1);
-            }
             None => {
-                count(stat::RQ_FULL);
-                return 0;
+                if new_rq_state(rq, t, RQ_ISSUED, held).is_none() {
+                    return 0;
+                }
+                xadd(&raw mut (*dst).in_driver, 1);
             }
         }
         let since = (*dst).idle_since;
@@ -660,26 +593,26 @@ pub fn exp_rq_issue(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// Where a request just left the driver: open an idle interval if the driver is empty and
-/// requests wait, else make sure none is open. Every completion and requeue checks it, so a
-/// start left by a race between CPUs (a few nanoseconds wide) lives only until the device's
-/// next completion or issue. The scheduler's depth first: it is nearly always 0 without a
-/// scheduler, and its line is read-mostly, where the driver's depth is two counters that
-/// other CPUs change at every request. Writes only what changes, for the same reason.
+/// Where the driver just emptied (or was already empty): open an idle interval if requests
+/// wait, else make sure none is open. Every completion and requeue writes it, so a start left
+/// by a race between CPUs (a few nanoseconds wide) lives only until the device's next
+/// completion or issue.
 ///
 /// SAFETY: `dst` points into EXP_DEV_SLOTS' value.
 #[inline(always)]
 unsafe fn driver_left(dst: *mut DevState, cgroup: u64) {
     // SAFETY: per the function's contract.
     unsafe {
-        if (*dst).in_sched as i64 > 0 && (*dst).in_driver() == 0 {
+        if (*dst).in_driver != 0 {
+            (*dst).idle_since = 0;
+        } else if (*dst).in_sched as i64 > 0 {
             (*dst).idle_cgroup = cgroup;
             (*dst).idle_since = now();
             // Issued meanwhile on another CPU: not idle after all.
-            if (*dst).in_driver() != 0 {
+            if (*dst).in_driver != 0 {
                 (*dst).idle_since = 0;
             }
-        } else if core::ptr::read_volatile(&(*dst).idle_since) != 0 {
+        } else {
             (*dst).idle_since = 0;
         }
     }
@@ -759,7 +692,7 @@ pub fn exp_rq_complete(ctx: BtfTracePointContext) -> i32 {
                 xadd(&raw mut (*dst).in_sched, u64::MAX);
             }
             if s.flags & RQ_ISSUED != 0 {
-                xadd(&raw mut (*dst).left_driver, 1);
+                xadd(&raw mut (*dst).in_driver, u64::MAX);
             }
             (*dst).last_cgroup = s.cgroup;
             driver_left(dst, s.cgroup);
@@ -789,7 +722,7 @@ pub fn exp_rq_requeue(ctx: BtfTracePointContext) -> i32 {
         };
         if (*st).flags & RQ_ISSUED != 0 {
             (*st).flags &= !RQ_ISSUED;
-            xadd(&raw mut (*dst).left_driver, 1);
+            xadd(&raw mut (*dst).in_driver, u64::MAX);
         }
         driver_left(dst, (*st).cgroup);
     }

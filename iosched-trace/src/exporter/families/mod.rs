@@ -222,7 +222,7 @@ pub fn families(
         // before the exporter) can leave a depth below zero for a moment.
         let depth = |v: u64| (v as i64).max(0) as f64;
         sched_depth.push((vec![("device", name.clone())], depth(st.in_sched)));
-        driver_depth.push((vec![("device", name)], depth(st.in_driver())));
+        driver_depth.push((vec![("device", name)], depth(st.in_driver)));
     }
 
     let untraced = snapshot

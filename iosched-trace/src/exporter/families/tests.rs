@@ -81,9 +81,7 @@ fn snapshot() -> Snapshot {
         SDA,
         DevState {
             in_sched: 3,
-            // In the driver: -1, clamped to 0.
-            entered_driver: 4,
-            left_driver: 5,
+            in_driver: u64::MAX, // -1: clamped to 0
             merges_back: 7,
             ..DevState::default()
         },
