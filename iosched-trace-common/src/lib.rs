@@ -99,6 +99,8 @@ pub const GLOBAL_CONFIG: &str = "CONFIG";
 /// The `sched_waking` program (`record --wakeups`): the tracepoint that fires in the
 /// waker's context.
 pub const PROG_WAKEUP: &str = "sched_waking";
+/// The request completion program: it runs once per request.
+pub const PROG_COMPLETE: &str = "block_rq_complete";
 
 /// Absent field marker in [`Offsets`]: the program skips the read and leaves the field zero.
 pub const NO_OFFSET: u32 = u32::MAX;

@@ -91,6 +91,8 @@ pub struct RecordSummary {
     pub stats: Stats,
     pub duration: Duration,
     pub ended_by: String,
+    /// The programs' own kernel time (all zero unless `kernel.bpf_stats_enabled` was 1).
+    pub program_costs: Vec<crate::capture::ProgramCost>,
 }
 
 /// How often the file is flushed and the loss counters are saved: what a kill -9 can cost.
@@ -358,6 +360,7 @@ pub async fn record(config: RecordConfig) -> anyhow::Result<RecordSummary> {
         stats,
         duration: started.elapsed(),
         ended_by: ended_by.to_string(),
+        program_costs: session.program_costs().to_vec(),
     })
 }
 

@@ -4,6 +4,7 @@
 //! scheduler `none`: the fastest block device we can make here, so the tracer's per-event cost
 //! shows. Baseline and recording runs alternate; the verdict uses the median ratio.
 
+mod bpf_stats;
 pub mod exporter;
 mod load;
 mod peers;
@@ -72,6 +73,10 @@ pub struct CaptureArgs {
     /// read from trace_pipe), each run alternated with a baseline run, `--repeat` rounds.
     #[arg(long, conflicts_with = "split")]
     peers: bool,
+    /// Leave out the last window, with `kernel.bpf_stats_enabled=1`, that measures the
+    /// programs' own kernel time per request.
+    #[arg(long)]
+    no_program_cost: bool,
     #[command(flatten)]
     bin: BinArgs,
 }
@@ -173,6 +178,9 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
         runs.push(run);
     }
 
+    if !args.no_program_cost {
+        program_cost(&bin, &loopdev, &trace, &args.record_options, &mut load)?;
+    }
     let median_of = |f: fn(&Run) -> f64| median(runs.iter().map(f).collect());
     let ratio = median_of(Run::ratio);
     let events = median_of(|r| r.events as f64);
@@ -276,6 +284,48 @@ fn run_pair(
         file_bytes,
     })
 }
+
+/// One more recorder window with the kernel counting its programs' time
+/// (`kernel.bpf_stats_enabled=1`, which slows them a little): the recorder then says, when it
+/// stops, their time per completed request and each one's ns a run (`record`'s
+/// `describe_program_costs`). Unlike the ratio, this does not move with the rest of the
+/// machine's load, so it shows a change to the programs that the ratio's spread hides.
+fn program_cost(
+    bin: &Path,
+    loopdev: &LoopDevice,
+    trace: &Path,
+    options: &[String],
+    load: &mut Load,
+) -> anyhow::Result<()> {
+    let stats = bpf_stats::BpfStats::enable()?;
+    let mut recorder = Recorder::start_with(bin, loopdev, trace, options)?;
+    recorder.wait_ready(READY_TIMEOUT)?;
+    load.measure_traced("with the recorder, programs counted", recorder.pid())?;
+    let (status, said) = recorder.stop_saying()?;
+    drop(stats);
+    fs::remove_file(trace).with_context(|| format!("removing {}", trace.display()))?;
+    if !status.success() {
+        bail!("the recorder exited with {status} after SIGINT; see its output above");
+    }
+    let from = said
+        .iter()
+        .position(|l| l.starts_with(PROGRAM_COST_LINE))
+        .with_context(|| {
+            format!(
+                "the recorder said nothing of its programs' time with {} at 1",
+                bpf_stats::BPF_STATS
+            )
+        })?;
+    for line in &said[from..] {
+        if line.starts_with(PROGRAM_COST_LINE) || line.starts_with("  ") {
+            println!("program cost: {}", line.trim_start());
+        }
+    }
+    Ok(())
+}
+
+/// How `record` begins its report of the programs' time.
+const PROGRAM_COST_LINE: &str = "programs' kernel time";
 
 /// The load's IOPS while `record OPTIONS` writes `trace`; the recorder must then end
 /// cleanly on SIGINT (`what` names it in errors).

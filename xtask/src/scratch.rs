@@ -144,6 +144,12 @@ impl Recorder {
     pub fn stop(mut self) -> anyhow::Result<ExitStatus> {
         Ok(self.0.stop_with(libc::SIGINT)?)
     }
+
+    /// [`Recorder::stop`], and every line it printed on stderr.
+    pub fn stop_saying(mut self) -> anyhow::Result<(ExitStatus, Vec<String>)> {
+        let status = self.0.stop_with(libc::SIGINT)?;
+        Ok((status, self.0.said().to_vec()))
+    }
 }
 
 impl Drop for Recorder {

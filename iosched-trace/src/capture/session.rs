@@ -101,6 +101,11 @@ impl Session {
         &self.capture.skipped
     }
 
+    /// [`Capture::program_costs`], once stopped.
+    pub fn program_costs(&self) -> &[crate::capture::ProgramCost] {
+        self.capture.program_costs()
+    }
+
     /// [`Capture::next_batch`]: appends what the kernel sent to `out`, each event also
     /// passed to the completion check.
     pub async fn next_batch(

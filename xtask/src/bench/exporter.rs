@@ -17,7 +17,11 @@ use std::{
 use anyhow::{Context, bail};
 use clap::Args;
 
-use super::{Load, LoadArgs, READY_TIMEOUT, SHM, median};
+use super::{
+    Load, LoadArgs, READY_TIMEOUT, SHM,
+    bpf_stats::{BPF_STATS, BpfStats},
+    median,
+};
 use crate::{BinArgs, scratch};
 
 /// The exporter's target (the fleet issue): IOPS with it running stay >= 0.90 of baseline.
@@ -33,32 +37,6 @@ pub struct ExporterArgs {
     no_program_cost: bool,
     #[command(flatten)]
     bin: BinArgs,
-}
-
-const BPF_STATS: &str = "/proc/sys/kernel/bpf_stats_enabled";
-
-/// `kernel.bpf_stats_enabled` set to 1 while it lives, restored to what it was on drop.
-struct BpfStats {
-    before: String,
-}
-
-impl BpfStats {
-    fn enable() -> anyhow::Result<BpfStats> {
-        let before = std::fs::read_to_string(BPF_STATS)
-            .with_context(|| format!("reading {BPF_STATS}"))?
-            .trim()
-            .to_string();
-        std::fs::write(BPF_STATS, "1").with_context(|| format!("writing 1 to {BPF_STATS}"))?;
-        Ok(BpfStats { before })
-    }
-}
-
-impl Drop for BpfStats {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::write(BPF_STATS, &self.before) {
-            eprintln!("warning: restoring {BPF_STATS} to {}: {e}", self.before);
-        }
-    }
 }
 
 /// The sum of the samples of `name` (with `label` in their labels, if given) in a scrape.
