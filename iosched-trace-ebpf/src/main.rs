@@ -32,7 +32,7 @@ use aya_ebpf::{
 };
 use iosched_trace_common::{
     BATCH_EVENTS, Config, DEV_KEY_BDEV, DEV_KEY_QUEUE, NO_OFFSET, Offsets, PLUG_COUNT_DEVICES,
-    PlugCounts, RawBatch, RawEvent, Staging, batch_record_len,
+    PlugCounts, RawBatch, RawEvent, STAGED_PLUG_DEVICES, Staging, batch_record_len,
     kind::{self, *},
     stat,
 };
@@ -811,10 +811,32 @@ pub fn block_bio_complete(ctx: BtfTracePointContext) -> i32 {
     0
 }
 
-/// This CPU's plug counters of `dev`, created at its first unplug; `None` (counted in
-/// `stat::PLUG_DEVICES_FULL`) if the map is full.
+/// This CPU's plug counters of `dev`: in its staging area if the program holds it and the
+/// device has a slot there (or a free one to take), else in `PLUG_COUNTS`.
 #[inline(always)]
-fn plug_counts(dev: u32) -> Option<*mut PlugCounts> {
+fn plug_counts(dev: u32, held: Option<&Held>) -> Option<*mut PlugCounts> {
+    if let Some(h) = held {
+        let key = iosched_trace_common::staged_plug_key(dev);
+        for i in 0..STAGED_PLUG_DEVICES {
+            // SAFETY: held: exclusive use of this CPU's area; `i` is in bounds.
+            unsafe {
+                let slot = &raw mut (*h.0).plug_counts[i];
+                if (*slot).key == 0 {
+                    (*slot).key = key;
+                }
+                if (*slot).key == key {
+                    return Some(&raw mut (*slot).counts);
+                }
+            }
+        }
+    }
+    hashed_plug_counts(dev)
+}
+
+/// This CPU's plug counters of `dev` in `PLUG_COUNTS`, created at its first unplug there;
+/// `None` (counted in `stat::PLUG_DEVICES_FULL`) if the map is full.
+#[inline(always)]
+fn hashed_plug_counts(dev: u32) -> Option<*mut PlugCounts> {
     if let Some(counts) = PLUG_COUNTS.get_ptr_mut(dev) {
         return Some(counts);
     }
@@ -869,7 +891,7 @@ pub fn block_unplug(ctx: BtfTracePointContext) -> i32 {
     };
     // A constant to the verifier: one of the two paths is pruned at load.
     if config!(plug_events) == 0 {
-        if let Some(counts) = plug_counts(dev) {
+        if let Some(counts) = plug_counts(dev, held) {
             // SAFETY: this CPU's value; programs on one CPU nest only by interruption (a
             // count lost to an interrupting unplug is a window of a few instructions).
             unsafe {

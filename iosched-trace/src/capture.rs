@@ -10,7 +10,7 @@ pub mod session;
 
 use std::{
     borrow::Cow,
-    collections::BTreeSet,
+    collections::{BTreeMap, BTreeSet},
     ops::RangeInclusive,
     os::fd::{AsFd, AsRawFd},
     time::{Duration, Instant},
@@ -718,24 +718,25 @@ impl Capture {
         let Some(map) = &self.plug_counts else {
             return Ok(Vec::new());
         };
-        let mut out = Vec::new();
+        let mut by_dev: BTreeMap<u32, DevicePlugCounts> = BTreeMap::new();
         for entry in map.iter() {
             let (dev, per_cpu) =
                 entry.map_err(|e| CaptureError::Map(MAP_PLUG_COUNTS, e.to_string()))?;
-            let mut c = DevicePlugCounts {
-                dev: Dev::from_kernel(dev),
-                ..DevicePlugCounts::default()
-            };
             for v in per_cpu.iter() {
-                c.plugs += v.plugs;
-                c.unplugs_explicit += v.unplugs_explicit;
-                c.unplugs_timer += v.unplugs_timer;
-                c.unplugged_requests += v.unplugged_requests;
+                add_plug_counts(&mut by_dev, dev, v);
             }
-            out.push(c);
         }
-        out.sort_by_key(|c| c.dev);
-        Ok(out)
+        // And what each CPU counted in its staging area (the first devices it unplugged).
+        let staged = self
+            .staging
+            .get(&0, 0)
+            .map_err(|e| CaptureError::Map(MAP_STAGING, e.to_string()))?;
+        for st in staged.iter() {
+            for slot in st.plug_counts.iter().filter(|s| s.key != 0) {
+                add_plug_counts(&mut by_dev, slot.key as u32, &slot.counts);
+            }
+        }
+        Ok(by_dev.into_values().collect())
     }
 
     /// Detaches every program and flushes what the CPUs staged; the ring buffer stays
@@ -751,6 +752,18 @@ impl Capture {
         self.ebpf = None;
         self.flush_staged(true)
     }
+}
+
+/// Adds one CPU's counters of the kernel `dev_t` `dev` to its device's sums.
+fn add_plug_counts(by_dev: &mut BTreeMap<u32, DevicePlugCounts>, dev: u32, v: &PlugCounts) {
+    let c = by_dev.entry(dev).or_insert_with(|| DevicePlugCounts {
+        dev: Dev::from_kernel(dev),
+        ..DevicePlugCounts::default()
+    });
+    c.plugs += v.plugs;
+    c.unplugs_explicit += v.unplugs_explicit;
+    c.unplugs_timer += v.unplugs_timer;
+    c.unplugged_requests += v.unplugged_requests;
 }
 
 /// The events the kernel did not run our programs for, summed over them: each program's

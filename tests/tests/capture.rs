@@ -505,6 +505,82 @@ fn plug_counters_equal_the_blk_tracers_plugs() {
     );
 }
 
+/// More devices than a CPU keeps plug counters for in its staging area
+/// (`STAGED_PLUG_DEVICES`): each device's counters, wherever the kernel kept them (a CPU's
+/// staging area or the shared per-CPU hash map), still equal the unplug events a second
+/// recorder with `--plug-events` saw on it. Every writer is pinned to CPU 0, so that CPU
+/// unplugs every device and must send at least one of them to the hash map.
+#[test]
+fn plug_counters_of_more_devices_than_a_cpu_stages() {
+    if !real_kernel_available("plug_counters_of_more_devices_than_a_cpu_stages") {
+        return;
+    }
+    let n = iosched_trace_common::STAGED_PLUG_DEVICES + 1;
+    let disks: Vec<ScratchLoop> = (0..n)
+        .map(|i| ScratchLoop::new(&format!("plugdevs{i}"), 16, "mq-deadline").unwrap())
+        .collect();
+    let names: Vec<&str> = disks.iter().map(|d| d.name()).collect();
+    let out = scratch_dir("plugdevs-out").unwrap();
+    let counted = out.path().join("counted.istrace");
+    let events = out.path().join("events.istrace");
+    let mut rec_counted = record(&names, &counted, &[]).unwrap();
+    let mut rec_events = record(&names, &events, &["--plug-events"]).unwrap();
+    for disk in &disks {
+        // Buffered, then fsync: write-back submits plugs of many requests.
+        run(Command::new("taskset").args([
+            "-c",
+            "0",
+            "dd",
+            "if=/dev/zero",
+            &format!("of={}", disk.dev().display()),
+            "bs=4096",
+            "count=512",
+            "conv=fsync",
+            "status=none",
+        ]))
+        .unwrap();
+    }
+    rec_events.stop().unwrap();
+    rec_counted.stop().unwrap();
+    let c = read_recording(&counted).unwrap();
+    let e = read_recording(&events).unwrap();
+    assert_eq!((c.lost, e.lost), (0, 0));
+    assert_eq!(c.plug_counts.len(), n, "{:?}", c.plug_counts);
+    for disk in &disks {
+        let (major, minor) = disk.dev_numbers().unwrap();
+        let counts = c
+            .plug_counts
+            .iter()
+            .find(|p| (p.dev.major, p.dev.minor) == (major, minor))
+            .unwrap_or_else(|| panic!("no plug counts for {}", disk.name()));
+        let unplugs: Vec<_> = e
+            .events
+            .iter()
+            .filter(|ev| {
+                ev.kind == EventKind::Unplug && (ev.dev.major, ev.dev.minor) == (major, minor)
+            })
+            .collect();
+        let explicit = unplugs.iter().filter(|ev| ev.error == 1).count() as u64;
+        assert!(explicit > 0, "{}: no unplug to count", disk.name());
+        assert_eq!(
+            (
+                counts.plugs,
+                counts.unplugs_explicit,
+                counts.unplugs_timer,
+                counts.unplugged_requests
+            ),
+            (
+                unplugs.len() as u64,
+                explicit,
+                unplugs.len() as u64 - explicit,
+                unplugs.iter().map(|ev| ev.aux).sum::<u64>()
+            ),
+            "{}: counters against the unplug events",
+            disk.name()
+        );
+    }
+}
+
 /// `--no-plugs` leaves out plug and unplug and nothing else: the same known writes still give
 /// exactly N queues, issues and completions, and the recording says plugs were not traced.
 #[test]
