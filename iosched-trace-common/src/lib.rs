@@ -243,9 +243,19 @@ pub struct RawEvent {
     pub kind: u16,
     pub cpu: u16,
     pub ioprio: u16,
-    pub _pad: u16,
+    /// [`FOLDED_GETRQ`] on a Q event that also stands for the G after it; otherwise 0.
+    pub folded: u16,
     pub comm: [u8; 16],
 }
+
+/// In [`RawEvent::folded`] of a Q event (`kind::BIO_QUEUE`): the `block_getrq` of the same bio
+/// followed on the same CPU, from the same task, with no event staged in between, and
+/// every field its own event would have had is this event's (the bio's sector, size, flags
+/// and priority read again at G and found unchanged; the task's cgroup, which a G carries,
+/// equal to the bio's, which a Q carries), but for its time, which is this event's `aux`.
+/// Userspace makes the G event of it. It saves the G a staging slot and 96 bytes of ring,
+/// a third of its program's time: with one request per bio, every request has a G.
+pub const FOLDED_GETRQ: u16 = 1;
 
 /// Events staged per CPU before they go to the ring buffer as one record. Reserving and
 /// submitting a ring-buffer record takes the ring's spinlock and touches cache lines shared
@@ -264,7 +274,9 @@ pub const BATCH_EVENTS: usize = 42;
 pub struct RawBatch {
     /// Events in `events`, 1..=BATCH_EVENTS.
     pub count: u32,
-    pub _pad: u32,
+    /// G events folded into the Q events of `events` ([`FOLDED_GETRQ`]): they count as
+    /// sent (or lost) with the batch.
+    pub folded: u32,
     pub events: [RawEvent; BATCH_EVENTS],
 }
 

@@ -31,8 +31,9 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, RawTracePointContext},
 };
 use iosched_trace_common::{
-    BATCH_EVENTS, Config, DEV_KEY_BDEV, DEV_KEY_QUEUE, NO_OFFSET, Offsets, PLUG_COUNT_DEVICES,
-    PlugCounts, RawBatch, RawEvent, STAGED_PLUG_DEVICES, Staging, batch_record_len,
+    BATCH_EVENTS, Config, DEV_KEY_BDEV, DEV_KEY_QUEUE, FOLDED_GETRQ, NO_OFFSET, Offsets,
+    PLUG_COUNT_DEVICES, PlugCounts, RawBatch, RawEvent, STAGED_PLUG_DEVICES, Staging,
+    batch_record_len,
     kind::{self, *},
     stat,
 };
@@ -404,8 +405,9 @@ fn emit_staged<const READ_TASK: bool>(
         if n >= BATCH_EVENTS {
             // Impossible (a full batch is sent at once); keeps the index provably in bounds.
             // Counted as lost, never silent.
-            add(stat::LOST, n as u64);
+            add(stat::LOST, n as u64 + (*st).batch.folded as u64);
             (*st).batch.count = 0;
+            (*st).batch.folded = 0;
             emit_direct::<READ_TASK>(kind, dev, pid_tgid, cgroup, fill);
             return;
         }
@@ -460,17 +462,21 @@ unsafe fn send_batch(st: *mut Staging) {
         let n = (*st).batch.count as usize;
         if n == 0 || n > BATCH_EVENTS {
             (*st).batch.count = 0;
+            (*st).batch.folded = 0;
             return;
         }
+        // Each G folded into its Q is an event sent (or lost) with the batch.
+        let events = n as u64 + (*st).batch.folded as u64;
         // The whole batch, however full: a length computed from `n` is bounded too loosely
         // for the verifier, and partly filled batches are rare (a busy CPU fills one in well
         // under a millisecond). Userspace reads `count` events.
         let flags = wakeup_flags(batch_record_len(n) as u64);
         match EVENTS.output::<RawBatch>(&(*st).batch, flags) {
-            Ok(()) => add(stat::SENT, n as u64),
-            Err(_) => add(stat::LOST, n as u64),
+            Ok(()) => add(stat::SENT, events),
+            Err(_) => add(stat::LOST, events),
         }
         (*st).batch.count = 0;
+        (*st).batch.folded = 0;
         // The next batch reads comm and cgroup afresh.
         (*st).task = u64::MAX;
     }
@@ -513,7 +519,7 @@ unsafe fn fill_common(ev: *mut RawEvent, ts: u64, kind: u16, dev: u32, pid_tgid:
         set(&raw mut (*ev).kind, kind);
         set(&raw mut (*ev).cpu, bpf_get_smp_processor_id() as u16);
         set(&raw mut (*ev).ioprio, 0);
-        set(&raw mut (*ev)._pad, 0);
+        set(&raw mut (*ev).folded, 0);
     }
 }
 
@@ -621,6 +627,12 @@ fn bio_event(bio: u64, kind: u16, aux: u64) {
     } else {
         None
     };
+    if kind == GETRQ
+        && let Some(h) = held
+        && fold_getrq(h, bio, dev, pid_tgid)
+    {
+        return;
+    }
     // A constant to the verifier: without `--wakeups` this costs nothing.
     if kind == BIO_QUEUE && config!(wakeups) != 0 {
         let pid = pid_tgid as u32;
@@ -637,6 +649,52 @@ fn bio_event(bio: u64, kind: u16, aux: u64) {
         ev.ioprio = load(bio, config!(off.bio_ioprio));
         ev.aux = aux;
     });
+}
+
+/// Folds this G into the Q before it ([`FOLDED_GETRQ`]) if that Q is this CPU's last staged
+/// event, of the same bio, task and device, and everything the G would carry is the Q's.
+/// Returns whether it did; if not, the G is staged as an event of its own.
+#[inline(always)]
+fn fold_getrq(h: &Held, bio: u64, dev: u32, pid_tgid: u64) -> bool {
+    let st = h.0;
+    // SAFETY: held: exclusive use of this CPU's staging area.
+    let n = unsafe { (*st).batch.count } as usize;
+    if n == 0 || n > BATCH_EVENTS {
+        return false;
+    }
+    // SAFETY: as above; `n - 1` is in bounds.
+    let q = unsafe { &mut *(&raw mut (*st).batch.events).cast::<RawEvent>().add(n - 1) };
+    if q.kind != BIO_QUEUE
+        || q.folded != 0
+        || q.bio != bio
+        || q.dev != dev
+        || q.pid != pid_tgid as u32
+        || q.tgid != (pid_tgid >> 32) as u32
+    {
+        return false;
+    }
+    // The G's name and cgroup would be the staged task's: the Q's task, not renamed since,
+    // and charged to its own cgroup.
+    // SAFETY: as above.
+    let (task, generation, cgroup) =
+        unsafe { ((*st).task, (*st).task_name_generation, (*st).task_cgroup) };
+    if task != pid_tgid || generation != name_generation() || cgroup != q.cgroup_id {
+        return false;
+    }
+    // The bio as the G would read it (a split or a priority set in between changes it).
+    if q.sector != load::<u64>(bio, config!(off.bio_sector))
+        || q.bytes != load::<u32>(bio, config!(off.bio_size))
+        || q.cmd_flags != load::<u32>(bio, config!(off.bio_opf))
+        || q.ioprio != load::<u16>(bio, config!(off.bio_ioprio))
+    {
+        return false;
+    }
+    // SAFETY: helper without arguments.
+    q.aux = unsafe { bpf_ktime_get_ns() };
+    q.folded = FOLDED_GETRQ;
+    // SAFETY: as above.
+    unsafe { (*st).batch.folded += 1 };
+    true
 }
 
 /// Events about a request: I, D, C, R, M (rq merge), io_start/io_done. Returns the request's

@@ -22,8 +22,8 @@ use aya::{
     programs::{BtfTracePoint, ProgramError, ProgramFd, RawTracePoint},
 };
 use iosched_trace_common::{
-    BATCH_HEADER_LEN, Config, MAP_DEVICES, MAP_EVENTS, MAP_PLUG_COUNTS, MAP_STAGING, MAP_STATS,
-    PROG_FLUSH, PlugCounts, RawEvent, Staging, stat,
+    BATCH_HEADER_LEN, Config, FOLDED_GETRQ, MAP_DEVICES, MAP_EVENTS, MAP_PLUG_COUNTS, MAP_STAGING,
+    MAP_STATS, PROG_FLUSH, PlugCounts, RawEvent, Staging, stat,
 };
 use tokio::io::{Interest, unix::AsyncFd};
 
@@ -938,11 +938,30 @@ fn decode_record(
         events
     };
     let mut outside = 0;
+    let mut keep = |ev: Event| {
+        if window.contains(&ev.ts_ns) {
+            out.push(ev);
+        } else {
+            outside += 1;
+        }
+    };
     for raw in raws.chunks_exact(EVENT) {
-        match decode(raw, decoder) {
-            Some(ev) if !window.contains(&ev.ts_ns) => outside += 1,
-            Some(ev) => out.push(ev),
-            None => {}
+        let Some((ev, folded)) = decode(raw, decoder) else {
+            continue;
+        };
+        // The G folded into this Q (FOLDED_GETRQ): the Q's fields, its own time.
+        let getrq = (folded == FOLDED_GETRQ && ev.kind == EventKind::Queue).then_some(Event {
+            ts_ns: ev.aux,
+            kind: EventKind::GetRq,
+            aux: 0,
+            ..ev
+        });
+        match getrq {
+            Some(g) => {
+                keep(Event { aux: 0, ..ev });
+                keep(g);
+            }
+            None => keep(ev),
         }
     }
     outside
@@ -1133,7 +1152,8 @@ fn load_error(
 
 /// Turns one ring-buffer record into an [`Event`]. Records of a foreign size or an unknown kind
 /// (impossible unless the object and this binary disagree) are dropped.
-fn decode(bytes: &[u8], decoder: &FlagDecoder) -> Option<Event> {
+/// The event in `bytes` and its [`RawEvent::folded`].
+fn decode(bytes: &[u8], decoder: &FlagDecoder) -> Option<(Event, u16)> {
     if bytes.len() < size_of::<RawEvent>() {
         return None;
     }
@@ -1142,7 +1162,7 @@ fn decode(bytes: &[u8], decoder: &FlagDecoder) -> Option<Event> {
     let raw: RawEvent = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast()) };
     let kind = EventKind::from_code(raw.kind)?;
     let (op, flags) = decoder.decode(raw.cmd_flags);
-    Some(Event {
+    let ev = Event {
         ts_ns: raw.ts_ns,
         kind,
         cpu: raw.cpu,
@@ -1171,7 +1191,8 @@ fn decode(bytes: &[u8], decoder: &FlagDecoder) -> Option<Event> {
             raw.error
         },
         aux: raw.aux,
-    })
+    };
+    Some((ev, raw.folded))
 }
 
 /// The kernel's `blk_status_to_errno` (block/blk-core.c `blk_errors`, indexed by the
@@ -1255,9 +1276,9 @@ mod tests {
         assert!(why.starts_with("tracepoint not in this kernel"), "{why}");
     }
 
-    /// A ring record as the kernel writes it: one event alone, or a batch of them.
-    fn record_of(times: &[u64]) -> Vec<u8> {
-        let raw = |ts_ns: u64| RawEvent {
+    /// A Q event at `ts_ns`, as the kernel stages it.
+    fn raw_queue(ts_ns: u64) -> RawEvent {
+        RawEvent {
             ts_ns,
             rq: 0,
             bio: 0,
@@ -1274,10 +1295,19 @@ mod tests {
             kind: iosched_trace_common::kind::BIO_QUEUE,
             cpu: 0,
             ioprio: 0,
-            _pad: 0,
-        };
+            folded: 0,
+        }
+    }
+
+    /// A ring record as the kernel writes it: one event alone, or a batch of them.
+    fn record_of(times: &[u64]) -> Vec<u8> {
+        let raws: Vec<RawEvent> = times.iter().map(|&ts| raw_queue(ts)).collect();
+        record_of_raws(&raws)
+    }
+
+    fn record_of_raws(raws: &[RawEvent]) -> Vec<u8> {
         let bytes = |ev: &RawEvent| {
-            // SAFETY: RawEvent is plain data without padding bytes left undefined (`_pad`).
+            // SAFETY: RawEvent is plain data without padding bytes left undefined.
             unsafe {
                 std::slice::from_raw_parts(
                     (ev as *const RawEvent).cast::<u8>(),
@@ -1286,15 +1316,90 @@ mod tests {
             }
             .to_vec()
         };
-        if let [ts] = times {
-            return bytes(&raw(*ts));
+        if let [raw] = raws {
+            return bytes(raw);
         }
-        let mut out = (times.len() as u32).to_le_bytes().to_vec();
+        let mut out = (raws.len() as u32).to_le_bytes().to_vec();
         out.resize(BATCH_HEADER_LEN, 0);
-        for ts in times {
-            out.extend(bytes(&raw(*ts)));
+        for raw in raws {
+            out.extend(bytes(raw));
         }
         out
+    }
+
+    #[test]
+    fn a_folded_getrq_becomes_the_g_event_it_stands_for() {
+        let decoder = FlagDecoder::without_bits();
+        let folded = |ts_ns: u64, g_ns: u64| RawEvent {
+            bio: 0xb10,
+            sector: 2048,
+            cgroup_id: 42,
+            comm: *b"fio\0\0\0\0\0\0\0\0\0\0\0\0\0",
+            ioprio: 3,
+            aux: g_ns,
+            folded: FOLDED_GETRQ,
+            ..raw_queue(ts_ns)
+        };
+        let mut out = Vec::new();
+        let left_out = decode_record(
+            &record_of_raws(&[folded(100, 130), raw_queue(150), folded(190, 210)]),
+            &decoder,
+            &(100..=200),
+            &mut out,
+        );
+        // The last G is after the window: left out like any event there, its Q kept.
+        assert_eq!(left_out, 1);
+        let seen: Vec<_> = out.iter().map(|e| (e.kind, e.ts_ns, e.aux)).collect();
+        assert_eq!(
+            seen,
+            [
+                (EventKind::Queue, 100, 0),
+                (EventKind::GetRq, 130, 0),
+                (EventKind::Queue, 150, 0),
+                (EventKind::Queue, 190, 0),
+            ]
+        );
+        // Everything but kind, time and aux is the Q's.
+        let (q, g) = (&out[0], &out[1]);
+        assert_eq!(
+            (
+                g.bio,
+                g.sector,
+                g.bytes,
+                g.cgroup_id,
+                g.ioprio,
+                g.pid,
+                g.tgid
+            ),
+            (
+                q.bio,
+                q.sector,
+                q.bytes,
+                q.cgroup_id,
+                q.ioprio,
+                q.pid,
+                q.tgid
+            )
+        );
+        assert_eq!(
+            (g.comm.0, g.dev, g.cpu, g.op),
+            (q.comm.0, q.dev, q.cpu, q.op)
+        );
+        assert_eq!(g.bio, 0xb10);
+        // The flag means nothing on another kind: no G made of a C.
+        let mut out = Vec::new();
+        let not_a_queue = RawEvent {
+            kind: iosched_trace_common::kind::RQ_COMPLETE,
+            ..folded(120, 140)
+        };
+        decode_record(
+            &record_of_raws(&[not_a_queue]),
+            &decoder,
+            &(0..=1000),
+            &mut out,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].kind, EventKind::Complete);
     }
 
     #[test]
