@@ -243,7 +243,8 @@ pub struct RawEvent {
     pub kind: u16,
     pub cpu: u16,
     pub ioprio: u16,
-    /// [`FOLDED_GETRQ`] on a Q event that also stands for the G after it; otherwise 0.
+    /// On a Q event, the events after it that it also stands for: [`FOLDED_GETRQ`],
+    /// [`FOLDED_ISSUE`]; otherwise 0.
     pub folded: u16,
     pub comm: [u8; 16],
 }
@@ -256,6 +257,20 @@ pub struct RawEvent {
 /// Userspace makes the G event of it. It saves the G a staging slot and 96 bytes of ring,
 /// a third of its program's time: with one request per bio, every request has a G.
 pub const FOLDED_GETRQ: u16 = 1;
+
+/// In [`RawEvent::folded`] of a Q event: the `block_rq_issue` (D) of the request made of this
+/// bio alone followed on the same CPU, from the same task, with nothing but its G staged in
+/// between (folded too, or none), and every field its own event would have had is this
+/// event's (the request's sector, size, flags and priority read at D equal to the bio's, or
+/// its priority 0: [`FOLDED_ISSUE_NO_PRIO`]; the task's cgroup equal to the bio's), but for the request pointer, which is this event's
+/// `rq`, and its time, this event's time plus `error` (as a u32, ns). The common life of a
+/// read on a fast device with no scheduler (Q, G and D in one `submit_bio`) then takes one
+/// staging slot instead of three.
+pub const FOLDED_ISSUE: u16 = 2;
+
+/// With [`FOLDED_ISSUE`]: the D's priority is 0, not the Q's (the request has none of its
+/// own on this kernel, as on 6.x, where it stays in the bios).
+pub const FOLDED_ISSUE_NO_PRIO: u16 = 4;
 
 /// Events staged per CPU before they go to the ring buffer as one record. Reserving and
 /// submitting a ring-buffer record takes the ring's spinlock and touches cache lines shared

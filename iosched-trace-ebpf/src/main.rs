@@ -31,9 +31,9 @@ use aya_ebpf::{
     programs::{BtfTracePointContext, RawTracePointContext},
 };
 use iosched_trace_common::{
-    BATCH_EVENTS, Config, DEV_KEY_BDEV, DEV_KEY_QUEUE, FOLDED_GETRQ, NO_OFFSET, Offsets,
-    PLUG_COUNT_DEVICES, PlugCounts, RawBatch, RawEvent, STAGED_PLUG_DEVICES, Staging,
-    batch_record_len,
+    BATCH_EVENTS, Config, DEV_KEY_BDEV, DEV_KEY_QUEUE, FOLDED_GETRQ, FOLDED_ISSUE,
+    FOLDED_ISSUE_NO_PRIO, NO_OFFSET, Offsets, PLUG_COUNT_DEVICES, PlugCounts, RawBatch, RawEvent,
+    STAGED_PLUG_DEVICES, Staging, batch_record_len,
     kind::{self, *},
     stat,
 };
@@ -651,49 +651,125 @@ fn bio_event(bio: u64, kind: u16, aux: u64) {
     });
 }
 
-/// Folds this G into the Q before it ([`FOLDED_GETRQ`]) if that Q is this CPU's last staged
-/// event, of the same bio, task and device, and everything the G would carry is the Q's.
-/// Returns whether it did; if not, the G is staged as an event of its own.
+/// This CPU's last staged event, if it is a Q of `bio` on `dev` from the current task
+/// (`pid_tgid`) that does not yet stand for any of `folds`, and an event of that task staged
+/// now would carry the Q's name and cgroup: the Q an event of the same bio can be folded
+/// into (see [`FOLDED_GETRQ`]).
 #[inline(always)]
-fn fold_getrq(h: &Held, bio: u64, dev: u32, pid_tgid: u64) -> bool {
+fn foldable_queue(
+    h: &Held,
+    bio: u64,
+    dev: u32,
+    pid_tgid: u64,
+    folds: u16,
+) -> Option<&'static mut RawEvent> {
     let st = h.0;
     // SAFETY: held: exclusive use of this CPU's staging area.
     let n = unsafe { (*st).batch.count } as usize;
     if n == 0 || n > BATCH_EVENTS {
-        return false;
+        return None;
     }
-    // SAFETY: as above; `n - 1` is in bounds.
+    // SAFETY: as above; `n - 1` is in bounds. The reference lives while the area is held
+    // (the caller's program).
     let q = unsafe { &mut *(&raw mut (*st).batch.events).cast::<RawEvent>().add(n - 1) };
     if q.kind != BIO_QUEUE
-        || q.folded != 0
+        || q.folded & folds != 0
         || q.bio != bio
         || q.dev != dev
         || q.pid != pid_tgid as u32
         || q.tgid != (pid_tgid >> 32) as u32
     {
-        return false;
+        return None;
     }
-    // The G's name and cgroup would be the staged task's: the Q's task, not renamed since,
-    // and charged to its own cgroup.
+    // The folded event's name and cgroup would be the staged task's: the Q's task, not
+    // renamed since, and charged to its own cgroup.
     // SAFETY: as above.
     let (task, generation, cgroup) =
         unsafe { ((*st).task, (*st).task_name_generation, (*st).task_cgroup) };
     if task != pid_tgid || generation != name_generation() || cgroup != q.cgroup_id {
-        return false;
+        return None;
     }
+    Some(q)
+}
+
+/// Whether `ev`'s sector, size and flags are those read now from `base` (a bio or a
+/// request) at `offsets`, in that order: what an event of `base` would carry.
+#[inline(always)]
+fn carries_fields_of(ev: &RawEvent, base: u64, offsets: [u32; 3]) -> bool {
+    let [sector, size, flags] = offsets;
+    ev.sector == load::<u64>(base, sector)
+        && ev.bytes == load::<u32>(base, size)
+        && ev.cmd_flags == load::<u32>(base, flags)
+}
+
+/// Folds this G into the Q before it ([`FOLDED_GETRQ`]) if [`foldable_queue`] finds one and
+/// the bio still reads as the Q read it. Returns whether it did; if not, the G is staged as
+/// an event of its own.
+#[inline(always)]
+fn fold_getrq(h: &Held, bio: u64, dev: u32, pid_tgid: u64) -> bool {
+    let Some(q) = foldable_queue(h, bio, dev, pid_tgid, FOLDED_GETRQ | FOLDED_ISSUE) else {
+        return false;
+    };
     // The bio as the G would read it (a split or a priority set in between changes it).
-    if q.sector != load::<u64>(bio, config!(off.bio_sector))
-        || q.bytes != load::<u32>(bio, config!(off.bio_size))
-        || q.cmd_flags != load::<u32>(bio, config!(off.bio_opf))
+    let bio_fields = [
+        config!(off.bio_sector),
+        config!(off.bio_size),
+        config!(off.bio_opf),
+    ];
+    if !carries_fields_of(q, bio, bio_fields)
         || q.ioprio != load::<u16>(bio, config!(off.bio_ioprio))
     {
         return false;
     }
     // SAFETY: helper without arguments.
     q.aux = unsafe { bpf_ktime_get_ns() };
-    q.folded = FOLDED_GETRQ;
-    // SAFETY: as above.
-    unsafe { (*st).batch.folded += 1 };
+    q.folded |= FOLDED_GETRQ;
+    // SAFETY: held: exclusive use of this CPU's staging area.
+    unsafe { (*h.0).batch.folded += 1 };
+    true
+}
+
+/// Folds this D into the Q of the request's only bio ([`FOLDED_ISSUE`]) if
+/// [`foldable_queue`] finds it and the request reads as the D event would carry it: the
+/// Q's sector, size, flags and priority. Returns whether it did.
+#[inline(always)]
+fn fold_issue(h: &Held, rq: u64, dev: u32, pid_tgid: u64) -> bool {
+    let bio: u64 = load(rq, config!(off.rq_bio));
+    if bio == 0 || bio != load::<u64>(rq, config!(off.rq_biotail)) {
+        return false;
+    }
+    let Some(q) = foldable_queue(h, bio, dev, pid_tgid, FOLDED_ISSUE) else {
+        return false;
+    };
+    let rq_fields = [
+        config!(off.rq_sector),
+        config!(off.rq_data_len),
+        config!(off.rq_cmd_flags),
+    ];
+    if !carries_fields_of(q, rq, rq_fields) {
+        return false;
+    }
+    // Where the request has no priority of its own (6.x keeps it in the bios; the field
+    // reads 0) the D carries 0, the Q its bio's: said by a flag of its own.
+    let prio: u16 = load(rq, config!(off.rq_ioprio));
+    let no_prio = prio == 0 && q.ioprio != 0;
+    if !no_prio && prio != q.ioprio {
+        return false;
+    }
+    // SAFETY: helper without arguments.
+    let after = unsafe { bpf_ktime_get_ns() }.wrapping_sub(q.ts_ns);
+    if after > u32::MAX as u64 {
+        return false;
+    }
+    q.rq = rq;
+    q.error = after as u32 as i32;
+    q.folded |= if no_prio {
+        FOLDED_ISSUE | FOLDED_ISSUE_NO_PRIO
+    } else {
+        FOLDED_ISSUE
+    };
+    // SAFETY: held: exclusive use of this CPU's staging area.
+    unsafe { (*h.0).batch.folded += 1 };
     true
 }
 
@@ -708,8 +784,23 @@ fn rq_event(
     aux: u64,
 ) -> Option<(u64, u32, u64)> {
     let dev = rq_dev(rq, held)?;
-    let bio: u64 = load(rq, config!(off.rq_bio));
     let pid_tgid = bpf_get_current_pid_tgid();
+    let bio = emit_rq(held, rq, dev, pid_tgid, kind, error, aux);
+    Some((bio, dev, pid_tgid))
+}
+
+/// Stages a request event of `rq` on `dev`; returns the request's first bio.
+#[inline(always)]
+fn emit_rq(
+    held: Option<&Held>,
+    rq: u64,
+    dev: u32,
+    pid_tgid: u64,
+    kind: u16,
+    error: i32,
+    aux: u64,
+) -> u64 {
+    let bio: u64 = load(rq, config!(off.rq_bio));
     emit(held, kind, dev, pid_tgid, None, |ev| {
         ev.rq = rq;
         ev.bio = bio;
@@ -722,7 +813,7 @@ fn rq_event(
         ev.error = error;
         ev.aux = aux;
     });
-    Some((bio, dev, pid_tgid))
+    bio
 }
 
 // Argument positions are constants: the verifier refuses context reads at offsets it cannot
@@ -783,9 +874,16 @@ pub fn block_rq_issue(ctx: BtfTracePointContext) -> i32 {
     let rq = rq_arg(&ctx);
     let held = Held::acquire();
     let held = held.as_ref();
-    let Some((first, dev, pid_tgid)) = rq_event(held, rq, RQ_ISSUE, 0, 0) else {
+    let Some(dev) = rq_dev(rq, held) else {
         return 0;
     };
+    let pid_tgid = bpf_get_current_pid_tgid();
+    if let Some(h) = held
+        && fold_issue(h, rq, dev, pid_tgid)
+    {
+        return 0;
+    }
+    let first = emit_rq(held, rq, dev, pid_tgid, RQ_ISSUE, 0, 0);
     // Bios merged into this request (M/F) carry no request pointer in their tracepoints; the
     // chain, walked once at issue, links each of them to the request exactly. Most requests
     // hold one bio (`bio == biotail`) and cost one load here. The walk itself reads with

@@ -22,8 +22,9 @@ use aya::{
     programs::{BtfTracePoint, ProgramError, ProgramFd, RawTracePoint},
 };
 use iosched_trace_common::{
-    BATCH_HEADER_LEN, Config, FOLDED_GETRQ, MAP_DEVICES, MAP_EVENTS, MAP_PLUG_COUNTS, MAP_STAGING,
-    MAP_STATS, PROG_FLUSH, PlugCounts, RawEvent, Staging, stat,
+    BATCH_HEADER_LEN, Config, FOLDED_GETRQ, FOLDED_ISSUE, FOLDED_ISSUE_NO_PRIO, MAP_DEVICES,
+    MAP_EVENTS, MAP_PLUG_COUNTS, MAP_STAGING, MAP_STATS, PROG_FLUSH, PlugCounts, RawEvent, Staging,
+    stat,
 };
 use tokio::io::{Interest, unix::AsyncFd};
 
@@ -949,19 +950,42 @@ fn decode_record(
         let Some((ev, folded)) = decode(raw, decoder) else {
             continue;
         };
-        // The G folded into this Q (FOLDED_GETRQ): the Q's fields, its own time.
-        let getrq = (folded == FOLDED_GETRQ && ev.kind == EventKind::Queue).then_some(Event {
-            ts_ns: ev.aux,
-            kind: EventKind::GetRq,
+        if folded == 0 || ev.kind != EventKind::Queue {
+            keep(ev);
+            continue;
+        }
+        // A Q standing for the G and D after it (FOLDED_GETRQ, FOLDED_ISSUE): each has the
+        // Q's fields but for its time (the G's in `aux`, the D's `error` ns after the Q)
+        // and, for the D, the request.
+        keep(Event {
             aux: 0,
+            error: 0,
+            rq: 0,
             ..ev
         });
-        match getrq {
-            Some(g) => {
-                keep(Event { aux: 0, ..ev });
-                keep(g);
-            }
-            None => keep(ev),
+        if folded & FOLDED_GETRQ != 0 {
+            keep(Event {
+                ts_ns: ev.aux,
+                kind: EventKind::GetRq,
+                aux: 0,
+                error: 0,
+                rq: 0,
+                ..ev
+            });
+        }
+        if folded & FOLDED_ISSUE != 0 {
+            keep(Event {
+                ts_ns: ev.ts_ns + u64::from(ev.error as u32),
+                kind: EventKind::Issue,
+                aux: 0,
+                error: 0,
+                ioprio: if folded & FOLDED_ISSUE_NO_PRIO != 0 {
+                    0
+                } else {
+                    ev.ioprio
+                },
+                ..ev
+            });
         }
     }
     outside
@@ -1325,6 +1349,52 @@ mod tests {
             out.extend(bytes(raw));
         }
         out
+    }
+
+    #[test]
+    fn a_folded_issue_becomes_the_d_event_of_its_request() {
+        let decoder = FlagDecoder::without_bits();
+        let folded = |folds: u16| RawEvent {
+            bio: 0xb10,
+            sector: 2048,
+            cgroup_id: 42,
+            ioprio: 3,
+            aux: 130,
+            rq: 0xa11,
+            error: 50,
+            folded: folds,
+            ..raw_queue(100)
+        };
+        let mut out = Vec::new();
+        decode_record(
+            &record_of_raws(&[
+                folded(FOLDED_GETRQ | FOLDED_ISSUE),
+                folded(FOLDED_ISSUE | FOLDED_ISSUE_NO_PRIO),
+            ]),
+            &decoder,
+            &(0..=1000),
+            &mut out,
+        );
+        let seen: Vec<_> = out
+            .iter()
+            .map(|e| (e.kind, e.ts_ns, e.rq, e.aux, e.error, e.sector, e.ioprio))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (EventKind::Queue, 100, 0, 0, 0, 2048, 3),
+                (EventKind::GetRq, 130, 0, 0, 0, 2048, 3),
+                (EventKind::Issue, 150, 0xa11, 0, 0, 2048, 3),
+                // D folded without a G (the G was staged as its own event), from a request
+                // without a priority of its own.
+                (EventKind::Queue, 100, 0, 0, 0, 2048, 3),
+                (EventKind::Issue, 150, 0xa11, 0, 0, 2048, 0),
+            ]
+        );
+        assert!(
+            out.iter()
+                .all(|e| e.cgroup_id == 42 && e.pid == 1 && e.bio == 0xb10)
+        );
     }
 
     #[test]
