@@ -255,7 +255,8 @@ pub struct RawEvent {
 /// and priority read again at G and found unchanged; the task's cgroup, which a G carries,
 /// equal to the bio's, which a Q carries), but for its time, which is this event's `aux`.
 /// Userspace makes the G event of it. It saves the G a staging slot and 96 bytes of ring,
-/// a third of its program's time: with one request per bio, every request has a G.
+/// about a fifth of its program's time (docs/PERFORMANCE.md): with one request per bio,
+/// every request has a G.
 pub const FOLDED_GETRQ: u16 = 1;
 
 /// In [`RawEvent::folded`] of a Q event: the `block_rq_issue` (D) of the request made of this

@@ -465,7 +465,7 @@ unsafe fn send_batch(st: *mut Staging) {
             (*st).batch.folded = 0;
             return;
         }
-        // Each G folded into its Q is an event sent (or lost) with the batch.
+        // Each G or D folded into its Q is an event sent (or lost) with the batch.
         let events = n as u64 + (*st).batch.folded as u64;
         // The whole batch, however full: a length computed from `n` is bounded too loosely
         // for the verifier, and partly filled batches are rare (a busy CPU fills one in well
