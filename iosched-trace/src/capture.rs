@@ -745,7 +745,11 @@ impl Capture {
     pub fn detach(&mut self) -> Result<(), CaptureError> {
         if let Some(ebpf) = &self.ebpf {
             self.skipped_at_detach = recursion_misses(ebpf);
-            self.program_costs = program_costs(ebpf);
+            self.program_costs = self
+                .attached
+                .iter()
+                .filter_map(|&name| program_cost(ebpf, name))
+                .collect();
             // The programs detach one after another, as they attached: events from then on
             // would again make lives with holes (a G whose Q program is gone).
             self.stop_ns = monotonic_ns();
@@ -769,58 +773,50 @@ fn add_plug_counts(by_dev: &mut BTreeMap<u32, DevicePlugCounts>, dev: u32, v: &P
 
 /// The events the kernel did not run our programs for, summed over them: each program's
 /// `recursion_misses` (the kernel runs a tracing program at most once per CPU at a time, and
-/// counts an event that arrives while it runs, from an interrupt, as a miss). `None` when a
-/// program's entry has no such line (kernels before 5.12) or cannot be read.
+/// counts an event that arrives while it runs, from an interrupt, as a miss). Read from
+/// `/proc/self/fdinfo/<program fd>`; `None` when a program's entry has no such line (kernels
+/// before 5.12) or cannot be read.
 fn recursion_misses(ebpf: &Ebpf) -> Option<u64> {
-    program_fdinfos(ebpf)
-        .map(|(_, info)| fdinfo_field(&info?, "recursion_misses:"))
+    ebpf.programs()
+        // Loaded ones only: optional programs this recording left out have no fd.
+        .filter_map(|(_, program)| program.fd().ok())
+        .map(|fd| {
+            let fd = fd.as_fd().as_raw_fd();
+            let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+            parse_recursion_misses(&info)
+        })
         .sum()
 }
 
-/// Each loaded program's name and `/proc/self/fdinfo/<program fd>` (`None` if unreadable).
-fn program_fdinfos(ebpf: &Ebpf) -> impl Iterator<Item = (&str, Option<String>)> {
-    ebpf.programs().filter_map(|(name, program)| {
-        // Loaded ones only: optional programs this recording left out have no fd.
-        let fd = program.fd().ok()?;
-        let fd = fd.as_fd().as_raw_fd();
-        Some((
-            name,
-            std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok(),
-        ))
+/// The `recursion_misses:` line of a BPF program's fdinfo.
+fn parse_recursion_misses(fdinfo: &str) -> Option<u64> {
+    fdinfo.lines().find_map(|line| {
+        line.strip_prefix("recursion_misses:")
+            .and_then(|v| v.trim().parse().ok())
     })
 }
 
-/// A program's own kernel time: its fdinfo's `run_cnt` and `run_time_ns`, which the kernel
+/// A program's own kernel time: its run time and runs (`bpf_prog_info`), which the kernel
 /// counts only while `kernel.bpf_stats_enabled` is 1 (both stay 0 otherwise: the counting
-/// costs two clock reads a run). What the tracer costs the traced I/O, measured by the
-/// kernel rather than inferred from the load's throughput, which moves with everything
-/// else the machine runs.
+/// costs two clock reads a run). What a tracer costs the traced I/O, measured by the kernel
+/// rather than inferred from the load's throughput, which moves with everything else the
+/// machine runs. The recorder reports it when it stops, the exporter at each scrape.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProgramCost {
-    pub name: String,
-    pub runs: u64,
+    pub name: &'static str,
     pub run_ns: u64,
+    pub runs: u64,
 }
 
-fn program_costs(ebpf: &Ebpf) -> Vec<ProgramCost> {
-    program_fdinfos(ebpf)
-        .filter_map(|(name, info)| parse_program_cost(name, &info?))
-        .collect()
-}
-
-fn parse_program_cost(name: &str, fdinfo: &str) -> Option<ProgramCost> {
+/// [`ProgramCost`] of the loaded program `name` of `ebpf`; `None` if it is not loaded or the
+/// kernel does not say.
+pub(crate) fn program_cost(ebpf: &Ebpf, name: &'static str) -> Option<ProgramCost> {
+    let info = ebpf.program(name)?.info().ok()?;
     Some(ProgramCost {
-        name: name.to_string(),
-        runs: fdinfo_field(fdinfo, "run_cnt:")?,
-        run_ns: fdinfo_field(fdinfo, "run_time_ns:")?,
+        name,
+        run_ns: info.run_time().as_nanos() as u64,
+        runs: info.run_count(),
     })
-}
-
-/// The number on a BPF program's fdinfo line `key` (`None` if absent or not a number).
-fn fdinfo_field(fdinfo: &str, key: &str) -> Option<u64> {
-    fdinfo
-        .lines()
-        .find_map(|line| line.strip_prefix(key).and_then(|v| v.trim().parse().ok()))
 }
 
 /// The object's program `name` as the kind `T` it is loaded as (`kind` names it in errors).
@@ -1174,9 +1170,9 @@ fn load_error(
     }
 }
 
-/// Turns one ring-buffer record into an [`Event`]. Records of a foreign size or an unknown kind
-/// (impossible unless the object and this binary disagree) are dropped.
-/// The event in `bytes` and its [`RawEvent::folded`].
+/// Turns one ring-buffer record into an [`Event`], with its [`RawEvent::folded`] (which
+/// `decode_record` unfolds). Records of a foreign size or an unknown kind (impossible unless
+/// the object and this binary disagree) are dropped.
 fn decode(bytes: &[u8], decoder: &FlagDecoder) -> Option<(Event, u16)> {
     if bytes.len() < size_of::<RawEvent>() {
         return None;
@@ -1526,30 +1522,10 @@ mod tests {
         let info = "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t2061\nprog_type:\t26\n\
                     prog_jited:\t1\nprog_tag:\t3b185187f1855c4c\nmemlock:\t4096\nprog_id:\t512\n\
                     run_time_ns:\t0\nrun_cnt:\t0\nrecursion_misses:\t17\nverified_insns:\t1234\n";
-        assert_eq!(fdinfo_field(info, "recursion_misses:"), Some(17));
+        assert_eq!(parse_recursion_misses(info), Some(17));
         // Before 5.12 the line does not exist: unknown, not zero.
         let old = "prog_type:\t26\nprog_jited:\t1\nrun_time_ns:\t0\nrun_cnt:\t0\n";
-        assert_eq!(fdinfo_field(old, "recursion_misses:"), None);
-        assert_eq!(
-            fdinfo_field("recursion_misses:\tmany\n", "recursion_misses:"),
-            None
-        );
-    }
-
-    #[test]
-    fn program_cost_is_read_from_a_programs_fdinfo() {
-        // With kernel.bpf_stats_enabled=1, as Linux 6.18 prints it.
-        let info = "prog_type:\t26\nprog_jited:\t1\nprog_tag:\t3b185187f1855c4c\n\
-                    run_time_ns:\t912345678\nrun_cnt:\t3456789\nrecursion_misses:\t0\n";
-        assert_eq!(
-            parse_program_cost("block_getrq", info),
-            Some(ProgramCost {
-                name: "block_getrq".into(),
-                runs: 3_456_789,
-                run_ns: 912_345_678,
-            })
-        );
-        // Kernels before 5.1 have neither line: no cost, rather than a cost of 0.
-        assert_eq!(parse_program_cost("block_getrq", "prog_type:\t26\n"), None);
+        assert_eq!(parse_recursion_misses(old), None);
+        assert_eq!(parse_recursion_misses("recursion_misses:\tmany\n"), None);
     }
 }

@@ -137,12 +137,8 @@ fn describe_program_costs(costs: &[ProgramCost], events: u64) -> Vec<String> {
 mod tests {
     use super::*;
 
-    fn cost(name: &str, runs: u64, run_ns: u64) -> ProgramCost {
-        ProgramCost {
-            name: name.into(),
-            runs,
-            run_ns,
-        }
+    fn cost(name: &'static str, runs: u64, run_ns: u64) -> ProgramCost {
+        ProgramCost { name, runs, run_ns }
     }
 
     #[test]

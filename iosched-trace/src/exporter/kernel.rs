@@ -20,7 +20,6 @@ use anyhow::Context;
 use aya::{
     Btf, Ebpf,
     maps::{Array, HashMap, MapData, PerCpuArray},
-    programs::Program,
 };
 use iosched_core::record::DeviceInfo;
 use iosched_trace_common::{
@@ -510,15 +509,7 @@ impl Inner {
         }
         exporter::PROGRAMS
             .iter()
-            .filter_map(|(name, _)| {
-                let program: &Program = self.ebpf.program(name)?;
-                let info = program.info().ok()?;
-                Some(ProgramCost {
-                    name,
-                    run_ns: info.run_time().as_nanos() as u64,
-                    runs: info.run_count(),
-                })
-            })
+            .filter_map(|&(name, _)| crate::capture::program_cost(&self.ebpf, name))
             .collect()
     }
 }

@@ -26,9 +26,4 @@ pub struct Snapshot {
     pub programs: Vec<ProgramCost>,
 }
 
-#[derive(Clone, Debug)]
-pub struct ProgramCost {
-    pub name: &'static str,
-    pub run_ns: u64,
-    pub runs: u64,
-}
+pub use crate::capture::ProgramCost;
