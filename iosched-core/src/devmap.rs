@@ -25,6 +25,9 @@ impl<T> Default for DevMap<T> {
 }
 
 impl<T> DevMap<T> {
+    /// The last hit, inlined into every caller (it is most lookups: a few compares); the
+    /// index behind it is not.
+    #[inline]
     fn position(&self, dev: &Dev) -> Option<usize> {
         let last = self.last.get();
         if let Some((d, _)) = self.entries.get(last)
@@ -32,31 +35,44 @@ impl<T> DevMap<T> {
         {
             return Some(last);
         }
+        self.indexed_position(dev)
+    }
+
+    #[inline(never)]
+    fn indexed_position(&self, dev: &Dev) -> Option<usize> {
         let at = *self.index.get(dev)?;
         self.last.set(at);
         Some(at)
     }
 
+    #[inline]
     pub fn get(&self, dev: &Dev) -> Option<&T> {
         self.position(dev).map(|i| &self.entries[i].1)
     }
 
+    #[inline]
     pub fn get_mut(&mut self, dev: &Dev) -> Option<&mut T> {
         self.position(dev).map(|i| &mut self.entries[i].1)
     }
 
+    #[inline]
     pub fn get_or_insert_with(&mut self, dev: Dev, make: impl FnOnce() -> T) -> &mut T {
         let at = match self.position(&dev) {
             Some(at) => at,
-            None => {
-                self.entries.push((dev, make()));
-                let at = self.entries.len() - 1;
-                self.index.insert(dev, at);
-                self.last.set(at);
-                at
-            }
+            None => self.push_new(dev, make),
         };
         &mut self.entries[at].1
+    }
+
+    /// A device's first entry: once per device, kept out of the lookups' inlined path.
+    #[cold]
+    #[inline(never)]
+    fn push_new(&mut self, dev: Dev, make: impl FnOnce() -> T) -> usize {
+        self.entries.push((dev, make()));
+        let at = self.entries.len() - 1;
+        self.index.insert(dev, at);
+        self.last.set(at);
+        at
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&Dev, &T)> {

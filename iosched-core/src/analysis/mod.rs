@@ -286,8 +286,17 @@ impl Aggregator {
         }
     }
 
-    #[inline]
+    /// Whether the filters keep `s`'s I/O. Most passes have none: that test is inlined into
+    /// every per-event caller, the filters' own checks are not.
+    #[inline(always)]
     fn selected(&self, s: &Submitter) -> bool {
+        let o = &self.opts;
+        (o.pids.is_empty() && o.comms.is_empty() && o.cgroups.is_empty())
+            || self.selected_by_filters(s)
+    }
+
+    #[inline(never)]
+    fn selected_by_filters(&self, s: &Submitter) -> bool {
         let o = &self.opts;
         (o.pids.is_empty() || o.pids.contains(&s.pid) || o.pids.contains(&s.tgid))
             && (o.comms.is_empty() || o.comms.iter().any(|c| *c == s.comm.as_str()))
