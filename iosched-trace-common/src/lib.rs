@@ -260,13 +260,15 @@ pub struct RawEvent {
 pub const FOLDED_GETRQ: u16 = 1;
 
 /// In [`RawEvent::folded`] of a Q event: the `block_rq_issue` (D) of the request made of this
-/// bio alone followed on the same CPU, from the same task, with nothing but its G staged in
-/// between (folded too, or none), and every field its own event would have had is this
-/// event's (the request's sector, size, flags and priority read at D equal to the bio's, or
-/// its priority 0: [`FOLDED_ISSUE_NO_PRIO`]; the task's cgroup equal to the bio's), but for the request pointer, which is this event's
-/// `rq`, and its time, this event's time plus `error` (as a u32, ns). The common life of a
-/// read on a fast device with no scheduler (Q, G and D in one `submit_bio`) then takes one
-/// staging slot instead of three.
+/// bio alone followed on the same CPU, from the same task, with nothing staged in between
+/// but its G (folded too, or none) and, with plug events, the task's plug and unplug of the
+/// device (staged after this event: the D belongs after them in time order, where userspace
+/// puts it), and every field its own event would have had is this event's (the request's
+/// sector, size, flags and priority read at D equal to the bio's, or its priority 0:
+/// [`FOLDED_ISSUE_NO_PRIO`]; the task's cgroup equal to the bio's), but for the request
+/// pointer, which is this event's `rq`, and its time, this event's time plus `error` (as a
+/// u32, ns). The common life of a read on a fast device with no scheduler (Q, G and D in one
+/// `submit_bio`) then takes one staging slot instead of three.
 pub const FOLDED_ISSUE: u16 = 2;
 
 /// With [`FOLDED_ISSUE`]: the D's priority is 0, not the Q's (the request has none of its

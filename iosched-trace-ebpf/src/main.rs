@@ -651,10 +651,11 @@ fn bio_event(bio: u64, kind: u16, aux: u64) {
     });
 }
 
-/// This CPU's last staged event, if it is a Q of `bio` on `dev` from the current task
-/// (`pid_tgid`) that does not yet stand for any of `folds`, and an event of that task staged
-/// now would carry the Q's name and cgroup: the Q an event of the same bio can be folded
-/// into (see [`FOLDED_GETRQ`]).
+/// This CPU's last staged event but `back` (the events after it that a fold passes over:
+/// [`trailing_plugs`]), if it is a Q of `bio` on `dev` from the current task (`pid_tgid`)
+/// that does not yet stand for any of `folds`, and an event of that task staged now would
+/// carry the Q's name and cgroup: the Q an event of the same bio can be folded into (see
+/// [`FOLDED_GETRQ`]).
 #[inline(always)]
 fn foldable_queue(
     h: &Held,
@@ -662,16 +663,15 @@ fn foldable_queue(
     dev: u32,
     pid_tgid: u64,
     folds: u16,
+    back: usize,
 ) -> Option<&'static mut RawEvent> {
     let st = h.0;
     // SAFETY: held: exclusive use of this CPU's staging area.
     let n = unsafe { (*st).batch.count } as usize;
-    if n == 0 || n > BATCH_EVENTS {
-        return None;
-    }
-    // SAFETY: as above; `n - 1` is in bounds. The reference lives while the area is held
+    let at = staged_index(n, back)?;
+    // SAFETY: as above; `at` is in bounds. The reference lives while the area is held
     // (the caller's program).
-    let q = unsafe { &mut *(&raw mut (*st).batch.events).cast::<RawEvent>().add(n - 1) };
+    let q = unsafe { &mut *(&raw mut (*st).batch.events).cast::<RawEvent>().add(at) };
     if q.kind != BIO_QUEUE
         || q.folded & folds != 0
         || q.bio != bio
@@ -707,7 +707,7 @@ fn carries_fields_of(ev: &RawEvent, base: u64, offsets: [u32; 3]) -> bool {
 /// an event of its own.
 #[inline(always)]
 fn fold_getrq(h: &Held, bio: u64, dev: u32, pid_tgid: u64) -> bool {
-    let Some(q) = foldable_queue(h, bio, dev, pid_tgid, FOLDED_GETRQ | FOLDED_ISSUE) else {
+    let Some(q) = foldable_queue(h, bio, dev, pid_tgid, FOLDED_GETRQ | FOLDED_ISSUE, 0) else {
         return false;
     };
     // The bio as the G would read it (a split or a priority set in between changes it).
@@ -729,6 +729,51 @@ fn fold_getrq(h: &Held, bio: u64, dev: u32, pid_tgid: u64) -> bool {
     true
 }
 
+/// The index of the staged event `back` places before the last of `n`, if there is one.
+/// Checked through an opaque copy: LLVM would otherwise check `n - 1 - back` and address
+/// the event through `n` itself, which Linux 6.1's verifier cannot bound (it refused the
+/// program: "unbounded memory access").
+#[inline(always)]
+fn staged_index(n: usize, back: usize) -> Option<usize> {
+    // Wraps past the bound when there are not `back + 1` staged events.
+    let at = n.wrapping_sub(1 + back);
+    // SAFETY: a read of a local.
+    let at = unsafe { core::ptr::read_volatile(&at) };
+    (at < BATCH_EVENTS).then_some(at)
+}
+
+/// With `--plug-events`, how many of this CPU's last staged events (at most two) are the
+/// current task's plug and unplug of `dev`: on a fast device without a scheduler a read's
+/// events on the submitting CPU come as Q G P U D (the request waits in the task's plug
+/// list), and its D folds into the Q past them. Userspace puts the D back after them.
+#[inline(always)]
+fn trailing_plugs(h: &Held, dev: u32, pid_tgid: u64) -> usize {
+    // A constant to the verifier: without plug events nothing is passed over.
+    if config!(plug_events) == 0 {
+        return 0;
+    }
+    let st = h.0;
+    // SAFETY: held: exclusive use of this CPU's staging area.
+    let n = unsafe { (*st).batch.count } as usize;
+    let mut back = 0;
+    while back < 2 {
+        let Some(at) = staged_index(n, back) else {
+            break;
+        };
+        // SAFETY: as above; `at` is in bounds.
+        let ev = unsafe { &*(&raw const (*st).batch.events).cast::<RawEvent>().add(at) };
+        if (ev.kind != PLUG && ev.kind != UNPLUG)
+            || ev.dev != dev
+            || ev.pid != pid_tgid as u32
+            || ev.tgid != (pid_tgid >> 32) as u32
+        {
+            break;
+        }
+        back += 1;
+    }
+    back
+}
+
 /// Folds this D into the Q of the request's only bio ([`FOLDED_ISSUE`]) if
 /// [`foldable_queue`] finds it and the request reads as the D event would carry it: the
 /// Q's sector, size, flags and priority. Returns whether it did.
@@ -738,7 +783,8 @@ fn fold_issue(h: &Held, rq: u64, dev: u32, pid_tgid: u64) -> bool {
     if bio == 0 || bio != load::<u64>(rq, config!(off.rq_biotail)) {
         return false;
     }
-    let Some(q) = foldable_queue(h, bio, dev, pid_tgid, FOLDED_ISSUE) else {
+    let back = trailing_plugs(h, dev, pid_tgid);
+    let Some(q) = foldable_queue(h, bio, dev, pid_tgid, FOLDED_ISSUE, back) else {
         return false;
     };
     let rq_fields = [

@@ -942,10 +942,16 @@ fn decode_record(
             outside += 1;
         }
     };
+    // A D unfolded from a Q waits for the events staged after that Q but before the D (a
+    // plug and an unplug, with plug events), so that a CPU's events stay in time order.
+    let mut held_issue: Option<Event> = None;
     for raw in raws.chunks_exact(EVENT) {
         let Some((ev, folded)) = decode(raw, decoder) else {
             continue;
         };
+        if let Some(d) = held_issue.take_if(|d| d.ts_ns <= ev.ts_ns) {
+            keep(d);
+        }
         if folded == 0 || ev.kind != EventKind::Queue {
             keep(ev);
             continue;
@@ -970,7 +976,10 @@ fn decode_record(
             });
         }
         if folded & FOLDED_ISSUE != 0 {
-            keep(Event {
+            if let Some(d) = held_issue.take() {
+                keep(d);
+            }
+            held_issue = Some(Event {
                 ts_ns: ev.ts_ns + u64::from(ev.error as u32),
                 kind: EventKind::Issue,
                 aux: 0,
@@ -983,6 +992,9 @@ fn decode_record(
                 ..ev
             });
         }
+    }
+    if let Some(d) = held_issue {
+        keep(d);
     }
     outside
 }
@@ -1350,22 +1362,22 @@ mod tests {
     #[test]
     fn a_folded_issue_becomes_the_d_event_of_its_request() {
         let decoder = FlagDecoder::without_bits();
-        let folded = |folds: u16| RawEvent {
+        let folded = |ts_ns: u64, folds: u16| RawEvent {
             bio: 0xb10,
             sector: 2048,
             cgroup_id: 42,
             ioprio: 3,
-            aux: 130,
+            aux: ts_ns + 30,
             rq: 0xa11,
             error: 50,
             folded: folds,
-            ..raw_queue(100)
+            ..raw_queue(ts_ns)
         };
         let mut out = Vec::new();
         decode_record(
             &record_of_raws(&[
-                folded(FOLDED_GETRQ | FOLDED_ISSUE),
-                folded(FOLDED_ISSUE | FOLDED_ISSUE_NO_PRIO),
+                folded(100, FOLDED_GETRQ | FOLDED_ISSUE),
+                folded(200, FOLDED_ISSUE | FOLDED_ISSUE_NO_PRIO),
             ]),
             &decoder,
             &(0..=1000),
@@ -1383,14 +1395,69 @@ mod tests {
                 (EventKind::Issue, 150, 0xa11, 0, 0, 2048, 3),
                 // D folded without a G (the G was staged as its own event), from a request
                 // without a priority of its own.
-                (EventKind::Queue, 100, 0, 0, 0, 2048, 3),
-                (EventKind::Issue, 150, 0xa11, 0, 0, 2048, 0),
+                (EventKind::Queue, 200, 0, 0, 0, 2048, 3),
+                (EventKind::Issue, 250, 0xa11, 0, 0, 2048, 0),
             ]
         );
         assert!(
             out.iter()
                 .all(|e| e.cgroup_id == 42 && e.pid == 1 && e.bio == 0xb10)
         );
+    }
+
+    #[test]
+    fn a_d_folded_past_a_plug_and_unplug_comes_after_them() {
+        // With plug events a read's events on the submitting CPU are Q G P U D: the D folds
+        // into the Q past the P and U, and comes out after them again, in time order.
+        let decoder = FlagDecoder::without_bits();
+        let q = RawEvent {
+            aux: 130,
+            rq: 0xa11,
+            error: 90,
+            folded: FOLDED_GETRQ | FOLDED_ISSUE,
+            ..raw_queue(100)
+        };
+        let plug = RawEvent {
+            kind: iosched_trace_common::kind::PLUG,
+            ..raw_queue(150)
+        };
+        let unplug = RawEvent {
+            kind: iosched_trace_common::kind::UNPLUG,
+            aux: 1,
+            ..raw_queue(170)
+        };
+        let next_q = raw_queue(300);
+        for (record, expected) in [
+            (
+                vec![q, plug, unplug, next_q],
+                vec![
+                    (EventKind::Queue, 100),
+                    (EventKind::GetRq, 130),
+                    (EventKind::Plug, 150),
+                    (EventKind::Unplug, 170),
+                    (EventKind::Issue, 190),
+                    (EventKind::Queue, 300),
+                ],
+            ),
+            // The D is the record's last event.
+            (
+                vec![q, plug, unplug],
+                vec![
+                    (EventKind::Queue, 100),
+                    (EventKind::GetRq, 130),
+                    (EventKind::Plug, 150),
+                    (EventKind::Unplug, 170),
+                    (EventKind::Issue, 190),
+                ],
+            ),
+        ] {
+            let mut out = Vec::new();
+            decode_record(&record_of_raws(&record), &decoder, &(0..=1000), &mut out);
+            let seen: Vec<_> = out.iter().map(|e| (e.kind, e.ts_ns)).collect();
+            assert_eq!(seen, expected);
+            let issue = out.iter().find(|e| e.kind == EventKind::Issue).unwrap();
+            assert_eq!(issue.rq, 0xa11);
+        }
     }
 
     #[test]

@@ -505,6 +505,109 @@ fn plug_counters_equal_the_blk_tracers_plugs() {
     );
 }
 
+/// With every event (`--plug-events`) on a queue without a scheduler, a read whose request is
+/// the only one of its plug (readahead's, here; io_uring's in the capture bench) has its
+/// events on the submitting CPU as Q G P U D, and the D is folded into its Q past the P and
+/// U (`FOLDED_ISSUE`; the recorder puts it back after them). Against the blk tracer on the
+/// same run: the same Q, G, D and C, as many P and U; and each D carries its own request:
+/// every C's request was issued by a D of the same bio, between its Q and its C.
+#[test]
+fn plug_events_keep_each_directly_issued_d() {
+    if !real_kernel_available("plug_events_keep_each_directly_issued_d") {
+        return;
+    }
+    let disk = ScratchLoop::new("plugfold", 64, "none").unwrap();
+    let dev = disk.dev_numbers().unwrap();
+    let out = scratch_dir("plugfold-out").unwrap();
+    let file = out.path().join("rec.istrace");
+    let ftrace = FtraceBlk::start(disk.name()).unwrap();
+    let mut recorder = record(&[disk.name()], &file, &["--plug-events"]).unwrap();
+    // Buffered: each readahead window is one bio in a plug of its own (the device is new,
+    // its page cache empty).
+    dd(&[
+        &format!("if={}", disk.dev().display()),
+        "of=/dev/null",
+        "bs=131072",
+        "count=64",
+    ])
+    .unwrap();
+    recorder.stop().unwrap();
+    let (theirs, overrun) = ftrace
+        .collect(dev, &["Q", "G", "D", "C", "P", "U", "UT"])
+        .unwrap();
+    drop(ftrace);
+    assert_eq!(overrun, 0, "ftrace overran: the oracle is incomplete");
+    let rec = read_recording(&file).unwrap();
+    assert_eq!(rec.lost, 0);
+    assert_eq!(
+        rec.sent,
+        Some(rec.events.len() as u64),
+        "sent but not in the file"
+    );
+    let lifecycle = ["Q", "G", "D", "C"];
+    let theirs_lifecycle = theirs
+        .iter()
+        .filter(|((a, _, _), _)| lifecycle.contains(&a.as_str()))
+        .map(|(k, n)| (k.clone(), *n))
+        .collect();
+    let ours = our_multiset(&rec.events, dev, &lifecycle);
+    let untraced = iosched_core::record::untraced_total(&rec.completions);
+    if let Err(diff) = compare_with_ftrace(&ours, &theirs_lifecycle, untraced) {
+        panic!("recording and ftrace differ:\n{}", diff.join("\n"));
+    }
+    let on_disk: Vec<_> = rec
+        .events
+        .iter()
+        .filter(|e| (e.dev.major, e.dev.minor) == dev)
+        .collect();
+    let ftrace_count = |a: &str| -> u64 {
+        theirs
+            .iter()
+            .filter(|((action, _, _), _)| action == a)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let ours_count = |k: EventKind| on_disk.iter().filter(|e| e.kind == k).count() as u64;
+    assert!(
+        ours_count(EventKind::Plug) >= 16,
+        "readahead was not plugged: {} plugs",
+        ours_count(EventKind::Plug)
+    );
+    assert_eq!(
+        (ours_count(EventKind::Plug), ours_count(EventKind::Unplug)),
+        (ftrace_count("P"), ftrace_count("U") + ftrace_count("UT")),
+        "plug events against the blk tracer"
+    );
+    // Each request from its D to its C: the D of the C's request names the C's bio and lies
+    // between that bio's Q and the C.
+    let mut issued: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
+    let mut queued: HashMap<u64, Vec<u64>> = HashMap::new();
+    for e in &on_disk {
+        match e.kind {
+            EventKind::Issue => issued.entry(e.rq).or_default().push((e.ts_ns, e.bio)),
+            EventKind::Queue => queued.entry(e.bio).or_default().push(e.ts_ns),
+            _ => {}
+        }
+    }
+    let completions: Vec<_> = on_disk
+        .iter()
+        .filter(|e| e.kind == EventKind::Complete)
+        .collect();
+    assert!(completions.len() >= 16, "{} completions", completions.len());
+    for c in completions {
+        let d = issued
+            .get(&c.rq)
+            .and_then(|ds| ds.iter().rev().find(|(ts, _)| *ts <= c.ts_ns))
+            .unwrap_or_else(|| panic!("no D before the C of request {:#x}", c.rq));
+        assert_eq!(d.1, c.bio, "the D of request {:#x} names another bio", c.rq);
+        let q = queued
+            .get(&c.bio)
+            .and_then(|qs| qs.iter().rev().find(|ts| **ts <= d.0))
+            .unwrap_or_else(|| panic!("no Q before the D of bio {:#x}", c.bio));
+        assert!(*q <= d.0 && d.0 <= c.ts_ns);
+    }
+}
+
 /// More devices than a CPU keeps plug counters for in its staging area
 /// (`STAGED_PLUG_DEVICES`): each device's counters, wherever the kernel kept them (a CPU's
 /// staging area or the shared per-CPU hash map), still equal the unplug events a second
