@@ -665,25 +665,15 @@ fn foldable_queue(
     folds: u16,
     back: usize,
 ) -> Option<&'static mut RawEvent> {
-    let st = h.0;
-    // SAFETY: held: exclusive use of this CPU's staging area.
-    let n = unsafe { (*st).batch.count } as usize;
-    let at = staged_index(n, back)?;
-    // SAFETY: as above; `at` is in bounds. The reference lives while the area is held
-    // (the caller's program).
-    let q = unsafe { &mut *(&raw mut (*st).batch.events).cast::<RawEvent>().add(at) };
-    if q.kind != BIO_QUEUE
-        || q.folded & folds != 0
-        || q.bio != bio
-        || q.dev != dev
-        || q.pid != pid_tgid as u32
-        || q.tgid != (pid_tgid >> 32) as u32
+    let q = staged_event(h, back)?;
+    if q.kind != BIO_QUEUE || q.folded & folds != 0 || q.bio != bio || !of_task_on(q, dev, pid_tgid)
     {
         return None;
     }
     // The folded event's name and cgroup would be the staged task's: the Q's task, not
     // renamed since, and charged to its own cgroup.
-    // SAFETY: as above.
+    let st = h.0;
+    // SAFETY: held: exclusive use of this CPU's staging area.
     let (task, generation, cgroup) =
         unsafe { ((*st).task, (*st).task_name_generation, (*st).task_cgroup) };
     if task != pid_tgid || generation != name_generation() || cgroup != q.cgroup_id {
@@ -729,17 +719,31 @@ fn fold_getrq(h: &Held, bio: u64, dev: u32, pid_tgid: u64) -> bool {
     true
 }
 
-/// The index of the staged event `back` places before the last of `n`, if there is one.
-/// Checked through an opaque copy: LLVM would otherwise check `n - 1 - back` and address
-/// the event through `n` itself, which Linux 6.1's verifier cannot bound (it refused the
+/// This CPU's staged event `back` places before the last, if there is one. The index is
+/// checked through an opaque copy: LLVM would otherwise check `n - 1 - back` and address the
+/// event through `n` itself, which Linux 6.1's verifier cannot bound (it refused the
 /// program: "unbounded memory access").
 #[inline(always)]
-fn staged_index(n: usize, back: usize) -> Option<usize> {
+fn staged_event(h: &Held, back: usize) -> Option<&'static mut RawEvent> {
+    let st = h.0;
+    // SAFETY: held: exclusive use of this CPU's staging area.
+    let n = unsafe { (*st).batch.count } as usize;
     // Wraps past the bound when there are not `back + 1` staged events.
     let at = n.wrapping_sub(1 + back);
     // SAFETY: a read of a local.
     let at = unsafe { core::ptr::read_volatile(&at) };
-    (at < BATCH_EVENTS).then_some(at)
+    if at >= BATCH_EVENTS {
+        return None;
+    }
+    // SAFETY: as above; `at` is in bounds. The reference lives while the area is held (the
+    // caller's program).
+    Some(unsafe { &mut *(&raw mut (*st).batch.events).cast::<RawEvent>().add(at) })
+}
+
+/// Whether `ev` is the task `pid_tgid`'s, on `dev`.
+#[inline(always)]
+fn of_task_on(ev: &RawEvent, dev: u32, pid_tgid: u64) -> bool {
+    ev.dev == dev && ev.pid == pid_tgid as u32 && ev.tgid == (pid_tgid >> 32) as u32
 }
 
 /// With `--plug-events`, how many of this CPU's last staged events (at most two) are the
@@ -752,21 +756,12 @@ fn trailing_plugs(h: &Held, dev: u32, pid_tgid: u64) -> usize {
     if config!(plug_events) == 0 {
         return 0;
     }
-    let st = h.0;
-    // SAFETY: held: exclusive use of this CPU's staging area.
-    let n = unsafe { (*st).batch.count } as usize;
     let mut back = 0;
     while back < 2 {
-        let Some(at) = staged_index(n, back) else {
+        let Some(ev) = staged_event(h, back) else {
             break;
         };
-        // SAFETY: as above; `at` is in bounds.
-        let ev = unsafe { &*(&raw const (*st).batch.events).cast::<RawEvent>().add(at) };
-        if (ev.kind != PLUG && ev.kind != UNPLUG)
-            || ev.dev != dev
-            || ev.pid != pid_tgid as u32
-            || ev.tgid != (pid_tgid >> 32) as u32
-        {
+        if (ev.kind != PLUG && ev.kind != UNPLUG) || !of_task_on(ev, dev, pid_tgid) {
             break;
         }
         back += 1;

@@ -1426,30 +1426,19 @@ mod tests {
             aux: 1,
             ..raw_queue(170)
         };
-        let next_q = raw_queue(300);
+        let read = [
+            (EventKind::Queue, 100),
+            (EventKind::GetRq, 130),
+            (EventKind::Plug, 150),
+            (EventKind::Unplug, 170),
+            (EventKind::Issue, 190),
+        ];
+        let mut then_next_q = read.to_vec();
+        then_next_q.push((EventKind::Queue, 300));
         for (record, expected) in [
-            (
-                vec![q, plug, unplug, next_q],
-                vec![
-                    (EventKind::Queue, 100),
-                    (EventKind::GetRq, 130),
-                    (EventKind::Plug, 150),
-                    (EventKind::Unplug, 170),
-                    (EventKind::Issue, 190),
-                    (EventKind::Queue, 300),
-                ],
-            ),
+            (vec![q, plug, unplug, raw_queue(300)], then_next_q),
             // The D is the record's last event.
-            (
-                vec![q, plug, unplug],
-                vec![
-                    (EventKind::Queue, 100),
-                    (EventKind::GetRq, 130),
-                    (EventKind::Plug, 150),
-                    (EventKind::Unplug, 170),
-                    (EventKind::Issue, 190),
-                ],
-            ),
+            (vec![q, plug, unplug], read.to_vec()),
         ] {
             let mut out = Vec::new();
             decode_record(&record_of_raws(&record), &decoder, &(0..=1000), &mut out);
