@@ -9,8 +9,8 @@ pub mod exporter;
 mod load;
 mod peers;
 
-use load::Load;
 pub use load::LoadArgs;
+use load::{Load, Measured};
 
 use std::{
     ffi::CString,
@@ -85,7 +85,8 @@ pub struct CaptureArgs {
 struct Run {
     baseline_iops: f64,
     drain_only_iops: Option<f64>,
-    recording_iops: f64,
+    /// The recorder's window: the load's IOPS and the recorder's CPU share.
+    recording: Measured,
     events: u64,
     lost: Option<u64>,
     /// Completions the kernel counted on the device and the recording has no event for
@@ -97,7 +98,7 @@ struct Run {
 
 impl Run {
     fn ratio(&self) -> f64 {
-        self.recording_iops / self.baseline_iops
+        self.recording.iops / self.baseline_iops
     }
 }
 
@@ -167,7 +168,7 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
             "run {i}/{repeat}: baseline {:.0} IOPS, recording {:.0} IOPS, ratio {:.3}, {} events, \
              lost {} (kernel-skipped runs {}), completions untraced {}, file {}",
             run.baseline_iops,
-            run.recording_iops,
+            run.recording.iops,
             run.ratio(),
             run.events,
             count(run.lost),
@@ -198,9 +199,15 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     );
     println!(
         "recording IOPS:   {:.0}{of}",
-        median_of(|r| r.recording_iops)
+        median_of(|r| r.recording.iops)
     );
     println!("ratio:            {ratio:.3}{of}");
+    print_spread_and_cpu(
+        "recorder",
+        &runs.iter().map(Run::ratio).collect::<Vec<_>>(),
+        &runs.iter().map(|r| r.baseline_iops).collect::<Vec<_>>(),
+        &runs.iter().map(|r| r.recording).collect::<Vec<_>>(),
+    );
     if args.split {
         let drained = median(
             runs.iter()
@@ -252,13 +259,14 @@ fn run_pair(
     let drain_only_iops = if args.split {
         let mut options = args.record_options.clone();
         options.push("--discard-events".into());
-        let iops = fio_while_recording(bin, loopdev, trace, &options, load, "drain-only recorder")?;
+        let drained =
+            fio_while_recording(bin, loopdev, trace, &options, load, "drain-only recorder")?;
         fs::remove_file(trace).with_context(|| format!("removing {}", trace.display()))?;
-        Some(iops)
+        Some(drained.iops)
     } else {
         None
     };
-    let recording_iops =
+    let recording =
         fio_while_recording(bin, loopdev, trace, &args.record_options, load, "recorder")?;
     scratch::check_interrupted()?;
 
@@ -276,7 +284,7 @@ fn run_pair(
     Ok(Run {
         baseline_iops,
         drain_only_iops,
-        recording_iops,
+        recording,
         events: stats.events,
         lost: stats.lost,
         untraced: stats.untraced_completions,
@@ -336,15 +344,15 @@ fn fio_while_recording(
     options: &[String],
     load: &mut Load,
     what: &str,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Measured> {
     let mut recorder = Recorder::start_with(bin, loopdev, trace, options)?;
     recorder.wait_ready(READY_TIMEOUT)?;
-    let iops = load.measure_traced(&format!("with the {what}"), recorder.pid())?;
+    let measured = load.measure_with_tracer(&format!("with the {what}"), recorder.pid())?;
     let status = recorder.stop()?;
     if !status.success() {
         bail!("the {what} exited with {status} after SIGINT; see its output above");
     }
-    Ok(iops)
+    Ok(measured)
 }
 
 /// The bench's fio job on `dev` for `runtime` seconds (JSON on stdout).
@@ -436,31 +444,43 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     let mut load = Load::start(&args.load, &loopdev)?;
     let repeat = args.load.repeat;
     let mut ratios = Vec::new();
+    let mut baselines = Vec::new();
+    let mut windows = Vec::new();
     let mut drained_ratios = Vec::new();
+    let mut drained_windows = Vec::new();
     for i in 1..=repeat {
         let baseline = load.measure("baseline")?;
+        baselines.push(baseline);
         if args.split {
             let (drained, lost) = fio_while_live(&bin, &loopdev, &["--discard-events"], &mut load)?;
             println!(
-                "run {i}/{repeat}: drain only (events dropped) {drained:.0} IOPS, ratio {:.3}, \
+                "run {i}/{repeat}: drain only (events dropped) {:.0} IOPS, ratio {:.3}, \
                  lost events {lost}",
-                drained / baseline
+                drained.iops,
+                drained.iops / baseline
             );
-            drained_ratios.push(drained / baseline);
+            drained_ratios.push(drained.iops / baseline);
+            drained_windows.push(drained);
         }
         let (watched, lost) = fio_while_live(&bin, &loopdev, &[], &mut load)?;
         println!(
-            "run {i}/{repeat}: baseline {baseline:.0} IOPS, with live {watched:.0} IOPS, ratio \
-             {:.3}, lost events {lost}",
-            watched / baseline
+            "run {i}/{repeat}: baseline {baseline:.0} IOPS, with live {:.0} IOPS, ratio {:.3}, \
+             lost events {lost}",
+            watched.iops,
+            watched.iops / baseline
         );
-        ratios.push(watched / baseline);
+        ratios.push(watched.iops / baseline);
+        windows.push(watched);
     }
-    let ratio = median(ratios);
-    let pass = ratio >= LIVE_MIN_RATIO;
     let of = if repeat > 1 { " (median)" } else { "" };
+    let ratio = median(ratios.clone());
+    let pass = ratio >= LIVE_MIN_RATIO;
     println!("ratio:            {ratio:.3}{of}");
+    print_spread_and_cpu("live", &ratios, &baselines, &windows);
     if args.split {
+        if let Some(cpu) = tracer_cpu(&drained_windows) {
+            println!("drain-only CPU:   {cpu}");
+        }
         let drained = median(drained_ratios);
         println!(
             "drain-only ratio: {drained:.3}{of}: the kernel side and the drain cost {:.3} of \
@@ -486,12 +506,12 @@ fn fio_while_live(
     loopdev: &LoopDevice,
     extra: &[&str],
     load: &mut Load,
-) -> anyhow::Result<(f64, u64)> {
+) -> anyhow::Result<(Measured, u64)> {
     let live = LiveChild::start(bin, loopdev, extra)?;
-    let iops = load.measure_traced("with live", Some(live.child.id()))?;
+    let measured = load.measure_with_tracer("with live", Some(live.child.id()))?;
     let lost = live.stop()?;
     scratch::check_interrupted()?;
-    Ok((iops, lost))
+    Ok((measured, lost))
 }
 
 /// `iosched-trace live --batch` as a child, killed (by pid) on drop.
@@ -555,6 +575,45 @@ impl Drop for LiveChild {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The summary's lines beside a median ratio: how far the pairs and the baselines spread
+/// (the machine's other tenants move them; a verdict from a run whose baselines spread
+/// widely is weak) and the tracer's own CPU, which they move far less.
+fn print_spread_and_cpu(tracer: &str, ratios: &[f64], baselines: &[f64], windows: &[Measured]) {
+    if let (Some((lo, hi)), Some((blo, bhi))) = (range(ratios), range(baselines)) {
+        println!(
+            "pairs spread:     ratios {lo:.3}-{hi:.3}, baselines {:.0}k-{:.0}k IOPS",
+            blo / 1000.0,
+            bhi / 1000.0
+        );
+    }
+    if let Some(cpu) = tracer_cpu(windows) {
+        println!("{:<18}{cpu}", format!("{tracer} CPU:"));
+    }
+}
+
+/// The smallest and largest of `values` (`None` when empty).
+fn range(values: &[f64]) -> Option<(f64, f64)> {
+    let lo = values.iter().copied().min_by(f64::total_cmp)?;
+    let hi = values.iter().copied().max_by(f64::total_cmp)?;
+    Some((lo, hi))
+}
+
+/// A tracer's CPU over its windows: the median share of a CPU and the median and range of
+/// its CPU time per request (`None` if no window measured it).
+fn tracer_cpu(windows: &[Measured]) -> Option<String> {
+    let shares: Vec<f64> = windows.iter().filter_map(|m| m.tracer_cpu).collect();
+    let per_request: Vec<f64> = windows
+        .iter()
+        .filter_map(Measured::tracer_ns_per_request)
+        .collect();
+    let (lo, hi) = range(&per_request)?;
+    Some(format!(
+        "{:.1}% of a CPU, {:.0} ns per request (medians; windows {lo:.0}-{hi:.0} ns)",
+        median(shares) * 100.0,
+        median(per_request)
+    ))
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -634,6 +693,28 @@ mod tests {
         assert_eq!(min_ratio(&[]), MIN_RATIO);
         assert_eq!(min_ratio(&["--ring-size=64".into()]), MIN_RATIO);
         assert_eq!(min_ratio(&["--plug-events".into()]), PLUG_EVENTS_MIN_RATIO);
+    }
+
+    #[test]
+    fn tracer_cpu_is_summarised_from_the_windows_that_measured_it() {
+        let w = |iops: f64, cpu: Option<f64>| Measured {
+            iops,
+            tracer_cpu: cpu,
+        };
+        // 500, 400 and 1000 ns per request; the window without a figure is left out.
+        let windows = [
+            w(200_000.0, Some(0.10)),
+            w(250_000.0, Some(0.10)),
+            w(100_000.0, Some(0.10)),
+            w(100_000.0, None),
+        ];
+        assert_eq!(
+            tracer_cpu(&windows).unwrap(),
+            "10.0% of a CPU, 500 ns per request (medians; windows 400-1000 ns)"
+        );
+        assert_eq!(tracer_cpu(&[w(100_000.0, None)]), None);
+        assert_eq!(range(&[0.7, 0.5, 0.9]), Some((0.5, 0.9)));
+        assert_eq!(range(&[]), None);
     }
 
     #[test]

@@ -95,22 +95,32 @@ impl Load {
         self.measure_traced(what, None)
     }
 
-    /// The load's read IOPS while `tracer` (a pid) runs; the tracer's CPU time over the same
-    /// span, as a share of one CPU ([`CpuClock`]), is printed with the samples. The share is
-    /// the tracer's userspace cost measured directly: it does not move with the machine's
-    /// other load as the IOPS do, so a change to what userspace does per event shows in it
-    /// when the ratios' spread hides it. (The programs' time is the kernel's, charged to the
-    /// tasks they interrupt, not here.)
+    /// The load's read IOPS while `tracer` (a pid) runs.
     pub fn measure_traced(&mut self, what: &str, tracer: Option<u32>) -> anyhow::Result<f64> {
+        Ok(self.measure_with_tracer(what, tracer)?.iops)
+    }
+
+    /// The load's read IOPS while `tracer` (a pid) runs, and the tracer's CPU time over the
+    /// same span as a share of one CPU ([`CpuClock`]), also printed with the samples. The
+    /// share is the tracer's userspace cost measured directly: it does not move with the
+    /// machine's other load as the IOPS do, so a change to what userspace does per event
+    /// shows in it when the ratios' spread hides it. (The programs' time is the kernel's,
+    /// charged to the tasks they interrupt, not here.)
+    pub fn measure_with_tracer(
+        &mut self,
+        what: &str,
+        tracer: Option<u32>,
+    ) -> anyhow::Result<Measured> {
         let cpu = |share: f64| format!("tracer CPU {:.1}% of a CPU", share * 100.0);
         match self {
             Load::Runs { dev, runtime } => {
                 let clock = tracer.map(CpuClock::start).transpose()?;
                 let iops = fio(dev, *runtime).with_context(|| format!("fio run, {what}"))?;
-                if let Some(c) = clock {
-                    eprintln!("  [{what}] {}", cpu(c.share()?));
+                let tracer_cpu = clock.map(|c| c.share()).transpose()?;
+                if let Some(share) = tracer_cpu {
+                    eprintln!("  [{what}] {}", cpu(share));
                 }
-                Ok(iops)
+                Ok(Measured { iops, tracer_cpu })
             }
             Load::Windows { job, runtime } => {
                 let (samples, share) = job
@@ -125,9 +135,30 @@ impl Load {
                         .join(" "),
                     share.map_or(String::new(), |s| format!("; {}", cpu(s)))
                 );
-                Ok(median(samples))
+                Ok(Measured {
+                    iops: median(samples),
+                    tracer_cpu: share,
+                })
             }
         }
+    }
+}
+
+/// One state's figures: the load's IOPS and, with a tracer, its CPU share.
+#[derive(Clone, Copy, Debug)]
+pub struct Measured {
+    pub iops: f64,
+    /// The tracer's CPU time over the window per wall second (1.0: one CPU kept busy).
+    pub tracer_cpu: Option<f64>,
+}
+
+impl Measured {
+    /// The tracer's CPU time per read the load completed, in ns: its userspace cost per
+    /// request, which neither the machine's other load (as the IOPS) nor the load's own rate
+    /// moves much, where the ratio moves with both.
+    pub fn tracer_ns_per_request(&self) -> Option<f64> {
+        let share = self.tracer_cpu?;
+        (self.iops > 0.0).then(|| share * 1e9 / self.iops)
     }
 }
 
@@ -262,6 +293,27 @@ impl Drop for Background {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tracer_cost_per_request_is_its_cpu_time_over_the_reads() {
+        // 10% of a CPU while the load completed 200k reads a second: 100 ms / 200k = 500 ns.
+        let m = Measured {
+            iops: 200_000.0,
+            tracer_cpu: Some(0.1),
+        };
+        assert_eq!(m.tracer_ns_per_request(), Some(500.0));
+        // No tracer, or no reads: no figure (never an infinite or made-up one).
+        let none = Measured {
+            iops: 200_000.0,
+            tracer_cpu: None,
+        };
+        assert_eq!(none.tracer_ns_per_request(), None);
+        let idle = Measured {
+            iops: 0.0,
+            tracer_cpu: Some(0.1),
+        };
+        assert_eq!(idle.tracer_ns_per_request(), None);
+    }
 
     #[test]
     fn this_process_uses_cpu_time_it_can_measure() {

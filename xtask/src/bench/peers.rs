@@ -172,14 +172,14 @@ fn with_tracer(
         Tracer::Record(label, options) => {
             let trace = dir.join("peers.istrace");
             let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
-            let iops = fio_while_recording(bin, loopdev, &trace, &options, load, label)?;
+            let iops = fio_while_recording(bin, loopdev, &trace, &options, load, label)?.iops;
             let lost = trace_stats::from_dump(bin, &trace, false)?.lost;
             fs::remove_file(&trace).with_context(|| format!("removing {}", trace.display()))?;
             Ok((iops, lost))
         }
         Tracer::Live => {
-            let (iops, lost) = fio_while_live(bin, loopdev, &[], load)?;
-            Ok((iops, Some(lost)))
+            let (live, lost) = fio_while_live(bin, loopdev, &[], load)?;
+            Ok((live.iops, Some(lost)))
         }
         Tracer::Bpftrace(_, script) => {
             let out = dir.join("bpftrace.out");
