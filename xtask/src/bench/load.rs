@@ -153,7 +153,7 @@ pub struct Measured {
 }
 
 impl Measured {
-    /// The tracer's CPU time per read the load completed, in ns: its userspace cost per
+    /// The tracer's CPU share over the window's IOPS, in ns per read: its userspace cost per
     /// request, which neither the machine's other load (as the IOPS) nor the load's own rate
     /// moves much, where the ratio moves with both.
     pub fn tracer_ns_per_request(&self) -> Option<f64> {
