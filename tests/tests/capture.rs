@@ -256,7 +256,8 @@ fn ftrace_blk_oracle_agrees() {
 }
 
 /// A recorder killed with SIGKILL leaves a file that reads back every flushed chunk and says
-/// it was not closed cleanly.
+/// it was not closed cleanly; its plug figures are the last checkpoint's, and `report` says
+/// so.
 #[test]
 fn sigkill_keeps_complete_chunks() {
     if !real_kernel_available("sigkill_keeps_complete_chunks") {
@@ -293,6 +294,26 @@ fn sigkill_keeps_complete_chunks() {
         .filter(|e| e.kind == EventKind::Issue && e.op == Op::Write)
         .count();
     assert_eq!(issues, 500, "all flushed writes must be there");
+
+    // Each direct write is a plug of its own, all counted by a checkpoint after the dd.
+    let report = Command::new(binary())
+        .args(["report", "--json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(report.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    assert_eq!(
+        json["trace"]["plugs_from"],
+        "kernel counters, last checkpoint"
+    );
+    let plugs = json["devices"][0]["plugs"]["plugs"].as_u64().unwrap();
+    assert!(plugs >= 500, "{plugs} plugs for 500 direct writes");
+    let warnings = json["trace"]["warnings"].to_string();
+    assert!(
+        warnings.contains("plugs after it are missing"),
+        "{warnings}"
+    );
 }
 
 /// A ring far too small for the load must lose events, count them, and still write every
@@ -517,6 +538,11 @@ fn plug_events_keep_each_directly_issued_d() {
         return;
     }
     let disk = ScratchLoop::new("plugfold", 64, "none").unwrap();
+    // Readahead's windows decide how many plugs the read makes: 128 KiB, as a new loop
+    // device on a tmpfs file has. A loop device keeps the value its last user had: one that
+    // last backed a file of the root filesystem here reads ahead 2560 KiB (from the virtio
+    // disk's optimal I/O size), and this read then plugged 11 times.
+    disk.set_queue("read_ahead_kb", "128").unwrap();
     let dev = disk.dev_numbers().unwrap();
     let out = scratch_dir("plugfold-out").unwrap();
     let file = out.path().join("rec.istrace");

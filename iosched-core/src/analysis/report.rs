@@ -69,7 +69,11 @@ pub struct TraceSummary {
     pub device_changes: Vec<crate::record::DeviceChange>,
     /// Where the plug figures come from: `"events"` (P/U events, so a `--from/--until`
     /// window applies), `"kernel counters"` (format 1.6 `record`'s default: counted per
-    /// device in the kernel over the whole recording, whatever the window), or `"none"`.
+    /// device in the kernel over the whole recording, whatever the window), `"kernel
+    /// counters, last checkpoint"` (the same, from a recording without its footer: the counts
+    /// the recorder wrote last, so plugs after that checkpoint are missing), `"unknown"`
+    /// (counted in the kernel, but the recording ends before any counts were written; the
+    /// figures are then zero for want of counts), or `"none"`.
     pub plugs_from: &'static str,
     /// The CPU context the recording was made in (format 1.5 and later; `None` for older
     /// recordings and blktrace files).
@@ -512,6 +516,12 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
     let plugs_recorded = source.header().is_none_or(|h| h.plugs_traced());
     let plugs_counted = source.header().is_some_and(|h| h.plugs_counted());
     let plug_counts = source.stats().map_or(&[][..], |s| &s.plug_counts[..]);
+    let plugs_from = plugs_source(
+        plugs_recorded,
+        plugs_counted,
+        source.footer().is_some(),
+        source.stats().is_some(),
+    );
     let mut devs: Vec<_> = agg.devices.iter().collect();
     devs.sort_by_key(|(d, _)| **d);
     let devices: Vec<DeviceReport> = devs
@@ -607,6 +617,21 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
         filters.push(format!("cgroups: {}", o.cgroups.join(",")));
     }
     let mut warnings = source.warnings();
+    // A killed recorder leaves the counts of its last checkpoint (one a second): shown, and
+    // said to be short, never passed off as the device's whole count.
+    match plugs_from {
+        PLUGS_LAST_CHECKPOINT => warnings.push(
+            "plug figures are the kernel's counts at the recorder's last checkpoint (the \
+             recording has no footer): plugs after it are missing"
+                .into(),
+        ),
+        PLUGS_UNKNOWN => warnings.push(
+            "plug figures unknown: they were counted in the kernel, and the recording ends \
+             before the recorder wrote any counts (no footer, no statistics snapshot)"
+                .into(),
+        ),
+        _ => {}
+    }
     if plugs_counted && (o.from_ns.is_some() || o.to_ns.is_some()) {
         warnings.push(
             "plug figures are the whole recording's: plugs were counted in the kernel, not              recorded as events (record --plug-events records them per event)"
@@ -646,11 +671,7 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
                 .stats()
                 .map(|s| s.device_changes.clone())
                 .unwrap_or_default(),
-            plugs_from: match (plugs_recorded, plugs_counted) {
-                (false, _) => "none",
-                (true, true) => "kernel counters",
-                (true, false) => "events",
-            },
+            plugs_from,
             cpu: CpuContext::of(source, w.from, w.to),
             anomalies: anomalies.clone(),
             warnings,
@@ -670,6 +691,24 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
             pairs,
         },
         by_scheduler: Vec::new(),
+    }
+}
+
+/// [`TraceSummary::plugs_from`] for a recording whose counts are those of its last
+/// checkpoint, and for one that has none.
+pub const PLUGS_LAST_CHECKPOINT: &str = "kernel counters, last checkpoint";
+pub const PLUGS_UNKNOWN: &str = "unknown";
+
+/// Where a report's plug figures come from ([`TraceSummary::plugs_from`]): counted in the
+/// kernel, the final counts are the footer's; without a footer, those of the last statistics
+/// snapshot, if there is one.
+fn plugs_source(recorded: bool, counted: bool, footer: bool, snapshot: bool) -> &'static str {
+    match (recorded, counted, footer, snapshot) {
+        (false, ..) => "none",
+        (true, false, ..) => "events",
+        (true, true, true, _) => "kernel counters",
+        (true, true, false, true) => PLUGS_LAST_CHECKPOINT,
+        (true, true, false, false) => PLUGS_UNKNOWN,
     }
 }
 

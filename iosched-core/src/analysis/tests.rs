@@ -302,3 +302,85 @@ fn cpu_context_is_the_use_between_the_samples_around_the_window() {
     let mut plain = MemorySource::new(vec![dev], s.events.clone());
     assert!(analyze(&mut plain, &opts()).unwrap().trace.cpu.is_none());
 }
+
+/// A recording whose plugs were counted in the kernel, cut where a killed recorder leaves
+/// it: the report takes the last counts it finds and says how far they go, never passing a
+/// checkpoint's counts (or none) off as the device's whole count.
+#[test]
+fn plug_counts_of_a_recording_cut_short_say_how_far_they_go() {
+    use crate::record::{
+        DevicePlugCounts, RecordingReader, RecordingWriter, Stats, test_support::sample_header,
+    };
+    use crate::source::RecordingSource;
+
+    let mut header = sample_header();
+    header.mark_plugs_counted();
+    let dev = header.devices[0].dev;
+    let counts = |plugs: u64| Stats {
+        plug_counts: vec![DevicePlugCounts {
+            dev,
+            plugs,
+            unplugs_explicit: plugs,
+            unplugs_timer: 0,
+            unplugged_requests: plugs,
+        }],
+        ..Default::default()
+    };
+    let mut sim = Sim::default();
+    sim.on(dev)
+        .plain(1, 100, 0, 4096, 1_000, 1_000, 1_000, 50_000)
+        .wait(1_000_000)
+        .plain(2, 100, 8, 4096, 1_000, 1_000, 1_000, 50_000);
+    let (first, second) = sim.events.split_at(5);
+
+    let mut w = RecordingWriter::new(Vec::new(), &header).unwrap();
+    first.iter().for_each(|ev| w.push(ev).unwrap());
+    w.flush().unwrap();
+    let no_counts_yet = w.bytes_written() as usize;
+    w.write_stats(&counts(3)).unwrap();
+    second.iter().for_each(|ev| w.push(ev).unwrap());
+    w.flush().unwrap();
+    let no_footer = w.bytes_written() as usize;
+    let footer = w.footer(counts(7), 5_000_000, "signal");
+    let bytes = w.finish(&footer).unwrap();
+
+    let report_of = |len: usize| {
+        let reader = RecordingReader::new(&bytes[..len]).unwrap();
+        let mut source = RecordingSource::new(std::path::Path::new("cut.istrace"), reader);
+        analyze(&mut source, &Options::default()).unwrap()
+    };
+    let plug_warnings = |r: &Report| {
+        r.trace
+            .warnings
+            .iter()
+            .filter(|w| w.starts_with("plug figures"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+
+    let whole = report_of(bytes.len());
+    assert_eq!(whole.trace.plugs_from, "kernel counters");
+    assert_eq!(whole.devices[0].plugs.plugs, 7);
+    assert_eq!(plug_warnings(&whole), Vec::<String>::new());
+
+    // Killed after a checkpoint: its counts, said to stop there.
+    let killed = report_of(no_footer);
+    assert_eq!(killed.trace.plugs_from, report::PLUGS_LAST_CHECKPOINT);
+    assert_eq!(killed.devices[0].plugs.plugs, 3);
+    assert_eq!(killed.devices[0].plugs.unplugs_explicit, 3);
+    assert_eq!(plug_warnings(&killed).len(), 1);
+    assert!(plug_warnings(&killed)[0].contains("last checkpoint"));
+    let said = |r: &Report, what: &str| r.trace.warnings.iter().any(|w| w.contains(what));
+    assert!(said(
+        &killed,
+        "loss and plug counts are those of the last statistics snapshot"
+    ));
+
+    // Killed before its first checkpoint: no counts at all, and the report says so.
+    let early = report_of(no_counts_yet);
+    assert_eq!(early.trace.plugs_from, report::PLUGS_UNKNOWN);
+    assert_eq!(early.devices[0].plugs.plugs, 0);
+    assert_eq!(plug_warnings(&early).len(), 1);
+    assert!(plug_warnings(&early)[0].contains("unknown"));
+    assert!(said(&early, "lost events and plug counts are unknown"));
+}

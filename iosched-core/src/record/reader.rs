@@ -503,10 +503,19 @@ impl<R: Read> RecordingReader<R> {
         let decoded = self.events_read + self.unknown_kinds.values().sum::<u64>();
         match &self.footer {
             None => {
-                let counts = if self.stats.is_some() {
-                    "loss counts are those of the last statistics snapshot"
-                } else {
-                    "there is no statistics snapshot either, so lost events are unknown"
+                // Plug counts, where the kernel counted them, come with the loss counts.
+                let counts = match (self.stats.is_some(), self.header.plugs_counted()) {
+                    (true, false) => "loss counts are those of the last statistics snapshot",
+                    (true, true) => {
+                        "loss and plug counts are those of the last statistics snapshot"
+                    }
+                    (false, false) => {
+                        "there is no statistics snapshot either, so lost events are unknown"
+                    }
+                    (false, true) => {
+                        "there is no statistics snapshot either, so lost events and plug \
+                         counts are unknown"
+                    }
                 };
                 self.warnings.push(if self.still_written {
                     format!(

@@ -7,7 +7,10 @@ use iosched_core::{
     analysis::{
         Report,
         latency::LatencySummary,
-        report::{CpuContext, DeviceReport, DirectionReport, ProcessReport},
+        report::{
+            CpuContext, DeviceReport, DirectionReport, PLUGS_LAST_CHECKPOINT, PLUGS_UNKNOWN,
+            ProcessReport,
+        },
         seeks::SeekSummary,
     },
     units::{BytesStyle, human_bytes, human_ns},
@@ -137,12 +140,22 @@ fn device_section(out: &mut String, d: &DeviceReport, plugs_from: &str) {
     );
     let _ = writeln!(out, "  seeks Q2Q {}", seek_line(&d.seeks_q2q));
     let _ = writeln!(out, "  seeks D2D {}", seek_line(&d.seeks_d2d));
-    if plugs_from != "none" {
-        // Kernel counters cover the whole recording, whatever the window: say so.
-        let counted = if plugs_from == "kernel counters" {
-            " (kernel counters)"
-        } else {
-            ""
+    if plugs_from == PLUGS_UNKNOWN {
+        let _ = writeln!(
+            out,
+            "  plugs     unknown (counted in the kernel; the recording ends before any counts \
+             were written); {:.2} bios waiting at each Q",
+            d.active_at_q_mean
+        );
+    } else if plugs_from != "none" {
+        // Kernel counters cover the whole recording, whatever the window: say so, and say
+        // when they stop at the last checkpoint of a recording that was not closed.
+        let counted = match plugs_from {
+            "kernel counters" => " (kernel counters)",
+            PLUGS_LAST_CHECKPOINT => {
+                " (kernel counters at the last checkpoint: later plugs missing)"
+            }
+            _ => "",
         };
         let _ = writeln!(
             out,
@@ -565,5 +578,34 @@ mod tests {
             header(&with_notes)
         );
         assert!(!header(&plain).contains("I/O"), "{}", header(&plain));
+    }
+
+    /// The plug line says where its figures come from, and says it when they stop short (a
+    /// killed recorder's last checkpoint) or are missing (no counts written at all).
+    #[test]
+    fn the_plug_line_says_how_far_its_counts_go() {
+        let (info, events, _) = iosched_model::scenarios::reads_between_notes();
+        let mut src = iosched_core::source::MemorySource::new(vec![info], events);
+        let mut report =
+            iosched_core::analysis::analyze(&mut src, &iosched_core::analysis::Options::default())
+                .unwrap();
+        let mut plug_line = |from: &'static str| {
+            report.trace.plugs_from = from;
+            render(&report)
+                .lines()
+                .find(|l| l.trim_start().starts_with("plugs "))
+                .unwrap()
+                .to_owned()
+        };
+        assert!(plug_line("kernel counters").contains("unplug (kernel counters);"));
+        assert!(
+            plug_line(PLUGS_LAST_CHECKPOINT)
+                .contains("at the last checkpoint: later plugs missing")
+        );
+        let unknown = plug_line(PLUGS_UNKNOWN);
+        assert!(unknown.contains("plugs     unknown"), "{unknown}");
+        assert!(!unknown.contains("0 plugs"), "{unknown}");
+        assert!(plug_line("events").contains("per unplug;"));
+        assert!(plug_line("none").contains("not recorded"));
     }
 }
