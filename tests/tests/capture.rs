@@ -296,13 +296,7 @@ fn sigkill_keeps_complete_chunks() {
     assert_eq!(issues, 500, "all flushed writes must be there");
 
     // Each direct write is a plug of its own, all counted by a checkpoint after the dd.
-    let report = Command::new(binary())
-        .args(["report", "--json"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(report.status.success());
-    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let json = report_json(&file, &[]).unwrap();
     assert_eq!(
         json["trace"]["plugs_from"],
         "kernel counters, last checkpoint"
@@ -511,13 +505,7 @@ fn plug_counters_equal_the_blk_tracers_plugs() {
     };
     assert_eq!(others(&c), others(&e));
 
-    let report = Command::new(binary())
-        .args(["report", "--json"])
-        .arg(&counted)
-        .output()
-        .unwrap();
-    assert!(report.status.success());
-    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let json = report_json(&counted, &[]).unwrap();
     assert_eq!(json["trace"]["plugs_from"], "kernel counters");
     let plugs = &json["devices"][0]["plugs"];
     assert_eq!(
