@@ -204,7 +204,6 @@ pub fn capture(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     println!("ratio:            {ratio:.3}{of}");
     print_spread_and_cpu(
         "recorder",
-        &runs.iter().map(Run::ratio).collect::<Vec<_>>(),
         &runs.iter().map(|r| r.baseline_iops).collect::<Vec<_>>(),
         &runs.iter().map(|r| r.recording).collect::<Vec<_>>(),
     );
@@ -443,10 +442,8 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
     );
     let mut load = Load::start(&args.load, &loopdev)?;
     let repeat = args.load.repeat;
-    let mut ratios = Vec::new();
     let mut baselines = Vec::new();
     let mut windows = Vec::new();
-    let mut drained_ratios = Vec::new();
     let mut drained_windows = Vec::new();
     for i in 1..=repeat {
         let baseline = load.measure("baseline")?;
@@ -459,7 +456,6 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
                 drained.iops,
                 drained.iops / baseline
             );
-            drained_ratios.push(drained.iops / baseline);
             drained_windows.push(drained);
         }
         let (watched, lost) = fio_while_live(&bin, &loopdev, &[], &mut load)?;
@@ -469,19 +465,18 @@ pub fn live(args: &LiveArgs) -> anyhow::Result<ExitCode> {
             watched.iops,
             watched.iops / baseline
         );
-        ratios.push(watched.iops / baseline);
         windows.push(watched);
     }
     let of = if repeat > 1 { " (median)" } else { "" };
-    let ratio = median(ratios.clone());
+    let ratio = median(ratios(&baselines, &windows));
     let pass = ratio >= LIVE_MIN_RATIO;
     println!("ratio:            {ratio:.3}{of}");
-    print_spread_and_cpu("live", &ratios, &baselines, &windows);
+    print_spread_and_cpu("live", &baselines, &windows);
     if args.split {
         if let Some(cpu) = tracer_cpu(&drained_windows) {
             println!("drain-only CPU:   {cpu}");
         }
-        let drained = median(drained_ratios);
+        let drained = median(ratios(&baselines, &drained_windows));
         println!(
             "drain-only ratio: {drained:.3}{of}: the kernel side and the drain cost {:.3} of \
              baseline, the view's aggregation {:.3}",
@@ -580,8 +575,10 @@ impl Drop for LiveChild {
 /// The summary's lines beside a median ratio: how far the pairs and the baselines spread
 /// (the machine's other tenants move them; a verdict from a run whose baselines spread
 /// widely is weak) and the tracer's own CPU, which they move far less.
-fn print_spread_and_cpu(tracer: &str, ratios: &[f64], baselines: &[f64], windows: &[Measured]) {
-    if let (Some((lo, hi)), Some((blo, bhi))) = (range(ratios), range(baselines)) {
+fn print_spread_and_cpu(tracer: &str, baselines: &[f64], windows: &[Measured]) {
+    if let (Some((lo, hi)), Some((blo, bhi))) =
+        (range(&ratios(baselines, windows)), range(baselines))
+    {
         println!(
             "pairs spread:     ratios {lo:.3}-{hi:.3}, baselines {:.0}k-{:.0}k IOPS",
             blo / 1000.0,
@@ -591,6 +588,15 @@ fn print_spread_and_cpu(tracer: &str, ratios: &[f64], baselines: &[f64], windows
     if let Some(cpu) = tracer_cpu(windows) {
         println!("{:<18}{cpu}", format!("{tracer} CPU:"));
     }
+}
+
+/// Each traced window's IOPS over its pair's baseline.
+fn ratios(baselines: &[f64], windows: &[Measured]) -> Vec<f64> {
+    baselines
+        .iter()
+        .zip(windows)
+        .map(|(b, w)| w.iops / b)
+        .collect()
 }
 
 /// The smallest and largest of `values` (`None` when empty).

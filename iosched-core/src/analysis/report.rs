@@ -694,8 +694,10 @@ pub fn build(agg: &Aggregator, anomalies: &Anomalies, source: &dyn TraceSource) 
     }
 }
 
-/// [`TraceSummary::plugs_from`] for a recording whose counts are those of its last
-/// checkpoint, and for one that has none.
+/// The values of [`TraceSummary::plugs_from`].
+pub const PLUGS_NONE: &str = "none";
+pub const PLUGS_EVENTS: &str = "events";
+pub const PLUGS_COUNTED: &str = "kernel counters";
 pub const PLUGS_LAST_CHECKPOINT: &str = "kernel counters, last checkpoint";
 pub const PLUGS_UNKNOWN: &str = "unknown";
 
@@ -704,9 +706,9 @@ pub const PLUGS_UNKNOWN: &str = "unknown";
 /// snapshot, if there is one.
 fn plugs_source(recorded: bool, counted: bool, footer: bool, snapshot: bool) -> &'static str {
     match (recorded, counted, footer, snapshot) {
-        (false, ..) => "none",
-        (true, false, ..) => "events",
-        (true, true, true, _) => "kernel counters",
+        (false, ..) => PLUGS_NONE,
+        (true, false, ..) => PLUGS_EVENTS,
+        (true, true, true, _) => PLUGS_COUNTED,
         (true, true, false, true) => PLUGS_LAST_CHECKPOINT,
         (true, true, false, false) => PLUGS_UNKNOWN,
     }

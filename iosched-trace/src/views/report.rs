@@ -8,8 +8,8 @@ use iosched_core::{
         Report,
         latency::LatencySummary,
         report::{
-            CpuContext, DeviceReport, DirectionReport, PLUGS_LAST_CHECKPOINT, PLUGS_UNKNOWN,
-            ProcessReport,
+            CpuContext, DeviceReport, DirectionReport, PLUGS_COUNTED, PLUGS_LAST_CHECKPOINT,
+            PLUGS_NONE, PLUGS_UNKNOWN, ProcessReport,
         },
         seeks::SeekSummary,
     },
@@ -147,11 +147,11 @@ fn device_section(out: &mut String, d: &DeviceReport, plugs_from: &str) {
              were written); {:.2} bios waiting at each Q",
             d.active_at_q_mean
         );
-    } else if plugs_from != "none" {
+    } else if plugs_from != PLUGS_NONE {
         // Kernel counters cover the whole recording, whatever the window: say so, and say
         // when they stop at the last checkpoint of a recording that was not closed.
         let counted = match plugs_from {
-            "kernel counters" => " (kernel counters)",
+            PLUGS_COUNTED => " (kernel counters)",
             PLUGS_LAST_CHECKPOINT => {
                 " (kernel counters at the last checkpoint: later plugs missing)"
             }
