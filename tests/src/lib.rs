@@ -178,8 +178,12 @@ pub fn scratch_dir(tag: &str) -> std::io::Result<TempDir> {
     TempDir::in_memory(&format!("iosched-trace-test-{tag}"))
 }
 
+/// `queue/read_ahead_kb` of a loop device never used before (the kernel's default window).
+pub const FRESH_LOOP_READ_AHEAD_KB: &str = "128";
+
 /// A loop device on its own sparse backing file in a scratch directory, with direct I/O:
-/// detached (its queue settings restored) and then the directory removed on drop. Derefs to
+/// the readahead of a new loop device, detached (its queue settings restored) and then the
+/// directory removed on drop. Derefs to
 /// the [`LoopDevice`].
 pub struct ScratchLoop {
     // Dropped in this order: the device before the directory holding its file.
@@ -208,6 +212,11 @@ impl ScratchLoop {
             _dir: dir,
         };
         device.set_queue("scheduler", scheduler)?;
+        // A loop device keeps the readahead its last user left (one that last backed a file
+        // of the root filesystem reads ahead 2560 KiB here, from the virtio disk's optimal
+        // I/O size), and buffered reads plug once per readahead window: every test starts
+        // from what a new loop device on a tmpfs file has, restored on drop.
+        device.set_queue("read_ahead_kb", FRESH_LOOP_READ_AHEAD_KB)?;
         // Settle udev's probe of the new device before tests count events.
         let _ = Command::new("udevadm").args(["settle", "-t", "5"]).status();
         Ok(device)

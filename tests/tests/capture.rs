@@ -8,9 +8,9 @@ use iosched_core::{
     record::RecordingReader,
 };
 use iosched_trace_tests::{
-    FtraceBlk, ScratchLoop, binary, busy_reader, compare_with_ftrace, dd, our_multiset,
-    read_recording, real_kernel_available, record, report_json, run, scheduler_available,
-    scratch_dir, tool_available,
+    FRESH_LOOP_READ_AHEAD_KB, FtraceBlk, ScratchLoop, binary, busy_reader, compare_with_ftrace, dd,
+    our_multiset, read_recording, real_kernel_available, record, report_json, run,
+    scheduler_available, scratch_dir, tool_available,
 };
 
 /// N direct 4 KiB writes at known offsets by one child process must give exactly N issues and
@@ -526,11 +526,11 @@ fn plug_events_keep_each_directly_issued_d() {
         return;
     }
     let disk = ScratchLoop::new("plugfold", 64, "none").unwrap();
-    // Readahead's windows decide how many plugs the read makes: 128 KiB, as a new loop
-    // device on a tmpfs file has. A loop device keeps the value its last user had: one that
-    // last backed a file of the root filesystem here reads ahead 2560 KiB (from the virtio
-    // disk's optimal I/O size), and this read then plugged 11 times.
-    disk.set_queue("read_ahead_kb", "128").unwrap();
+    // Readahead's windows decide how many plugs the read makes: ScratchLoop's 128 KiB (with
+    // the 2560 KiB a loop device can keep from backing a root-filesystem file, it plugged 11
+    // times).
+    let read_ahead = std::fs::read_to_string(disk.queue_path("read_ahead_kb")).unwrap();
+    assert_eq!(read_ahead.trim(), FRESH_LOOP_READ_AHEAD_KB);
     let dev = disk.dev_numbers().unwrap();
     let out = scratch_dir("plugfold-out").unwrap();
     let file = out.path().join("rec.istrace");
