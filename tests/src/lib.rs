@@ -181,10 +181,9 @@ pub fn scratch_dir(tag: &str) -> std::io::Result<TempDir> {
 /// `queue/read_ahead_kb` of a loop device never used before (the kernel's default window).
 pub const FRESH_LOOP_READ_AHEAD_KB: &str = "128";
 
-/// A loop device on its own sparse backing file in a scratch directory, with direct I/O:
-/// the readahead of a new loop device, detached (its queue settings restored) and then the
-/// directory removed on drop. Derefs to
-/// the [`LoopDevice`].
+/// A loop device on its own sparse backing file in a scratch directory, with direct I/O and
+/// the readahead of a new loop device: detached (its queue settings restored) and then the
+/// directory removed on drop. Derefs to the [`LoopDevice`].
 pub struct ScratchLoop {
     // Dropped in this order: the device before the directory holding its file.
     device: LoopDevice,
