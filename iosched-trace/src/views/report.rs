@@ -552,6 +552,7 @@ pub fn render(r: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use iosched_core::analysis::report::PLUGS_EVENTS;
 
     /// `report` says how long the I/O itself took when notes outside it lengthen its window
     /// by more than 1%, and not otherwise.
@@ -597,7 +598,7 @@ mod tests {
                 .unwrap()
                 .to_owned()
         };
-        assert!(plug_line("kernel counters").contains("unplug (kernel counters);"));
+        assert!(plug_line(PLUGS_COUNTED).contains("unplug (kernel counters);"));
         assert!(
             plug_line(PLUGS_LAST_CHECKPOINT)
                 .contains("at the last checkpoint: later plugs missing")
@@ -605,7 +606,7 @@ mod tests {
         let unknown = plug_line(PLUGS_UNKNOWN);
         assert!(unknown.contains("plugs     unknown"), "{unknown}");
         assert!(!unknown.contains("0 plugs"), "{unknown}");
-        assert!(plug_line("events").contains("per unplug;"));
-        assert!(plug_line("none").contains("not recorded"));
+        assert!(plug_line(PLUGS_EVENTS).contains("per unplug;"));
+        assert!(plug_line(PLUGS_NONE).contains("not recorded"));
     }
 }
